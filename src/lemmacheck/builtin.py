@@ -1,0 +1,4 @@
+"""Importing this module registers every built-in network setting, input generator and quantity."""
+
+from . import inputs  # noqa: F401
+from .quantities import generic, zou2018  # noqa: F401

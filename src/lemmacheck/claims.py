@@ -1,0 +1,441 @@
+"""Claim files: the TOML schema, loading and validation.
+
+One claim per file under claims/<paper>/. Every problem is reported as a ClaimError naming the file, the
+field and the fix; `load_claims` collects them so one malformed file never stops the others.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ClaimError
+from .expressions import Expr, ExpressionError, parse
+from .registry import INPUTS, NETWORKS, QUANTITIES
+
+VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
+MODES = ("probabilistic", "deterministic", "scaling", "infeasible")
+RELATIONS = ("<=", "<", ">=", ">")
+SEARCHES = ("none", "exact", "random", "gradient", "adversarial", "exhaustive")
+PROFILES = ("quick", "full")
+EXTENSION_FILE = "extension.py"  # a claims folder's own settings/quantities, imported before its claims
+
+_TOP_FIELDS = {
+    "id", "paper", "result", "title", "statement", "kind", "network", "inputs", "params", "check",
+    "profiles", "notes", "expect", "finding", "infeasible", "reading", "variant_of",
+}
+_CHECK_FIELDS = {
+    "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
+    "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic",
+}
+_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore"}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    values: tuple[float | int, ...] | None = None  # a finite set
+    low: float | None = None  # or a range
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+
+    @property
+    def default(self) -> float | int:
+        if self.values:
+            return self.values[0]
+        assert self.low is not None
+        return self.low
+
+    def contains(self, x: float) -> bool:
+        if self.values is not None:
+            return any(math.isclose(x, v, rel_tol=1e-12, abs_tol=0.0) or x == v for v in self.values)
+        assert self.low is not None and self.high is not None
+        return self.low <= x <= self.high and (not self.integer or float(x).is_integer())
+
+
+@dataclass(frozen=True)
+class Profile:
+    configs: tuple[dict[str, float | int], ...]
+    replicates: int
+    shard_size: int
+    explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
+
+
+@dataclass(frozen=True)
+class Check:
+    quantity: str
+    relation: str
+    bound: Expr
+    probability: str  # the text: "always", "whp" or an expression
+    prob_expr: Expr | None
+    requires: Expr | None
+    constants: tuple[str, ...]
+    regime_constants: dict[str, float]
+    search: str
+    args: dict[str, Any]
+    trivial: Expr | None
+    whp_delta: float
+    tolerance: float
+    dtype: str
+    statistic: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    result: str
+    title: str
+    statement: str
+    kind: str
+    network: str
+    inputs: dict[str, Any]
+    params: dict[str, Param]
+    check: Check | None
+    profiles: dict[str, Profile]
+    notes: str
+    expect: str
+    finding: str
+    infeasible: str
+    source: Path
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        if self.infeasible:
+            return "infeasible"
+        assert self.check is not None
+        if self.check.constants:
+            return "scaling"
+        if self.check.probability == "always":
+            return "deterministic"
+        return "probabilistic"
+
+    def delta(self, values: Mapping[str, float]) -> float:
+        """The stated failure probability at a configuration (0 for 'always')."""
+        assert self.check is not None
+        if self.check.probability == "always":
+            return 0.0
+        if self.check.probability == "whp":
+            return self.check.whp_delta
+        assert self.check.prob_expr is not None
+        return 1.0 - self.check.prob_expr.evaluate(values)
+
+    def quantifiers(self) -> str:
+        """The quantifiers in words, for reports and failure messages."""
+        if self.check is None:
+            return "not checked: " + self.infeasible
+        c = self.check
+        if c.probability == "always":
+            p = "for every draw (deterministic)"
+        elif c.probability == "whp":
+            p = f"with high probability (unspecified; checked as failure rate <= {c.whp_delta})"
+        else:
+            p = f"with probability >= {c.probability}"
+        s = f"{p}; search: {c.search}"
+        if c.constants:
+            s += f"; hidden constants {', '.join(c.constants)} (checked as a scaling law)"
+        if c.requires is not None:
+            s += f"; regime: {c.requires.text}"
+        return s
+
+
+def _req(raw: Mapping[str, Any], key: str, path: Path, typ: type | tuple[type, ...], where: str = "") -> Any:
+    name = f"{where}{key}"
+    if key not in raw:
+        raise ClaimError(path, name, "missing", f"add `{key} = ...`")
+    val = raw[key]
+    if not isinstance(val, typ) or isinstance(val, bool) and typ is not bool:
+        tname = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise ClaimError(path, name, f"expected {tname}, got {type(val).__name__} {val!r}")
+    return val
+
+
+def _check_unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where: str = "") -> None:
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise ClaimError(path, f"{where}{extra[0]}", "unknown field", f"allowed fields: {sorted(allowed)}")
+
+
+def _parse_param(name: str, spec: Any, path: Path) -> Param:
+    where = f"params.{name}"
+    if not name.isidentifier() or name in ("lambda",):
+        raise ClaimError(path, where, f"'{name}' is not a valid parameter name", "use a Python identifier")
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        spec = {"value": spec}
+    if not isinstance(spec, dict):
+        raise ClaimError(path, where, f"expected a table, got {spec!r}", "e.g. `{ values = [64, 128] }`")
+    _check_unknown(spec, {"value", "values", "min", "max", "log", "integer"}, path, where + ".")
+    if "value" in spec or "values" in spec:
+        vals = [spec["value"]] if "value" in spec else spec["values"]
+        if not isinstance(vals, list) or not vals:
+            raise ClaimError(path, where + ".values", "expected a non-empty list of numbers")
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ClaimError(path, where + ".values", f"{v!r} is not a finite number")
+        return Param(name, values=tuple(vals), integer=all(isinstance(v, int) for v in vals))
+    if "min" not in spec or "max" not in spec:
+        raise ClaimError(path, where, "needs `values`, `value`, or both `min` and `max`")
+    lo, hi = spec["min"], spec["max"]
+    for k, v in (("min", lo), ("max", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ClaimError(path, f"{where}.{k}", f"{v!r} is not a finite number")
+    if lo > hi:
+        raise ClaimError(path, where, f"min {lo} > max {hi}", "swap them")
+    log = bool(spec.get("log", False))
+    if log and lo <= 0:
+        raise ClaimError(path, where + ".min", f"log-scaled range needs min > 0, got {lo}")
+    integer = bool(spec.get("integer", isinstance(lo, int) and isinstance(hi, int)))
+    return Param(name, low=lo, high=hi, log=log, integer=integer)
+
+
+def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) -> Profile:
+    where = f"profiles.{name}"
+    if not isinstance(raw, dict):
+        raise ClaimError(path, where, "expected a table")
+    _check_unknown(raw, _PROFILE_FIELDS, path, where + ".")
+    defaults = {p.name: p.default for p in params.values()}
+    configs: list[dict[str, Any]] = []
+    for j, cfg in enumerate(raw.get("configs", [])):
+        if not isinstance(cfg, dict):
+            raise ClaimError(path, f"{where}.configs[{j}]", "expected an inline table of parameter values")
+        configs.append({**defaults, **cfg})
+    grid = raw.get("grid")
+    if grid is not None:
+        if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+            raise ClaimError(path, f"{where}.grid", "expected a table of non-empty lists", "`grid = { m = [64, 128] }`")
+        keys = list(grid)
+        for combo in itertools.product(*(grid[k] for k in keys)):
+            configs.append({**defaults, **dict(zip(keys, combo))})
+    if not configs:
+        configs = [dict(defaults)]
+    for j, cfg in enumerate(configs):
+        for k, v in cfg.items():
+            f = f"{where}.configs[{j}].{k}"
+            if k not in params:
+                raise ClaimError(path, f, f"'{k}' is not a declared parameter", f"declare it under [params]; "
+                                 f"declared: {sorted(params)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ClaimError(path, f, f"{v!r} is not a finite number")
+            if not params[k].contains(v):
+                raise ClaimError(path, f, f"{v} lies outside the declared domain of '{k}'",
+                                 "widen [params] or change the configuration")
+    reps = raw.get("replicates", 64 if name == "quick" else 256)
+    shard = raw.get("shard_size", min(reps, 32))
+    explore = raw.get("explore", 0)
+    for k, v in (("replicates", reps), ("shard_size", shard), ("explore", explore)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "explore" else 1):
+            raise ClaimError(path, f"{where}.{k}", f"expected a positive integer, got {v!r}")
+    return Profile(tuple(configs), reps, shard, explore)
+
+
+def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:
+    try:
+        return parse(text, allowed)
+    except ExpressionError as exc:
+        raise ClaimError(path, field_name, str(exc)) from None
+
+
+def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
+    """Validate one claim table; raise ClaimError on the first problem."""
+    _check_unknown(raw, _TOP_FIELDS, path)
+    cid = _req(raw, "id", path, str)
+    paper = _req(raw, "paper", path, str)
+    if not cid.startswith(paper + "/"):
+        raise ClaimError(path, "id", f"'{cid}' must start with the paper key '{paper}/'")
+    result = _req(raw, "result", path, str)
+    title = _req(raw, "title", path, str)
+    statement = _req(raw, "statement", path, str)
+    kind = _req(raw, "kind", path, str)
+    notes = raw.get("notes", "")
+    infeasible = raw.get("infeasible", "")
+    for k, v in (("notes", notes), ("infeasible", infeasible)):
+        if not isinstance(v, str):
+            raise ClaimError(path, k, f"expected a string, got {v!r}")
+    expect = raw.get("expect", "infeasible" if infeasible else "holds")
+    if expect not in VERDICTS:
+        raise ClaimError(path, "expect", f"'{expect}' is not a verdict", f"one of {VERDICTS}")
+    finding = raw.get("finding", "")
+    if expect == "violated" and not finding:
+        raise ClaimError(path, "finding", "a claim expected to be violated must record the finding",
+                         "describe what fails, the minimal configuration and the repro command")
+    params = {}
+    for name, spec in (raw.get("params") or {}).items():
+        params[name] = _parse_param(name, spec, path)
+    if infeasible:
+        if expect != "infeasible":
+            raise ClaimError(path, "expect", "an infeasible claim can only expect 'infeasible'")
+        return Claim(cid, paper, result, title, statement, kind, str(raw.get("network", "")), {}, params, None,
+                     {}, notes, expect, finding, infeasible, path, raw)
+    network = _req(raw, "network", path, str)
+    if network not in NETWORKS:
+        raise ClaimError(path, "network", f"unknown network '{network}'", f"one of {NETWORKS.names()} "
+                         "(`lemmacheck list --networks`)")
+    check_raw = _req(raw, "check", path, dict)
+    _check_unknown(check_raw, _CHECK_FIELDS, path, "check.")
+    qname = _req(check_raw, "quantity", path, str, "check.")
+    if qname not in QUANTITIES:
+        raise ClaimError(path, "check.quantity", f"unknown quantity '{qname}'",
+                         "see `lemmacheck list --quantities`")
+    q = QUANTITIES.get(qname)
+    if q.networks and "*" not in q.networks and network not in q.networks:
+        raise ClaimError(path, "check.quantity", f"quantity '{qname}' is defined for networks {list(q.networks)}, "
+                         f"not '{network}'")
+    relation = _req(check_raw, "relation", path, str, "check.")
+    if relation not in RELATIONS:
+        raise ClaimError(path, "check.relation", f"'{relation}' is not a relation", f"one of {RELATIONS}")
+    constants = check_raw.get("constants", [])
+    if not isinstance(constants, list) or not all(isinstance(c, str) and c.isidentifier() for c in constants):
+        raise ClaimError(path, "check.constants", "expected a list of names", '`constants = ["C"]`')
+    clash = set(constants) & set(params)
+    if clash:
+        raise ClaimError(path, "check.constants", f"{sorted(clash)} are both constants and parameters")
+    allowed = set(params) | set(constants)
+    bound = _expr(_req(check_raw, "bound", path, (str, int, float), "check."), allowed, path, "check.bound")
+    prob = check_raw.get("probability", "always")
+    prob_expr = None
+    if not isinstance(prob, (str, int, float)) or isinstance(prob, bool):
+        raise ClaimError(path, "check.probability", f"expected a string, got {prob!r}")
+    if prob not in ("always", "whp"):
+        prob_expr = _expr(prob, set(params), path, "check.probability")
+        prob = str(prob)
+    # Hidden constants of the stated regime (e.g. C_bar in a width condition) are evaluated at
+    # regime_constants (default 1, the optimistic reading); reports say which values were used.
+    rc_raw = check_raw.get("regime_constants", {})
+    if not isinstance(rc_raw, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float)) and not isinstance(v, bool)
+            for k, v in rc_raw.items()):
+        raise ClaimError(path, "check.regime_constants", "expected a table of names -> numbers", "`{ C = 1 }`")
+    if set(rc_raw) & set(params):
+        raise ClaimError(path, "check.regime_constants", f"{sorted(set(rc_raw) & set(params))} are parameters")
+    regime_constants = {**{c: 1.0 for c in constants}, **{k: float(v) for k, v in rc_raw.items()}}
+    requires = None
+    if "requires" in check_raw:
+        req = check_raw["requires"]
+        if isinstance(req, list):
+            req = " and ".join(f"({r})" for r in req)
+        requires = _expr(req, allowed | set(regime_constants), path, "check.requires")
+    search = check_raw.get("search", "none")
+    if search not in SEARCHES:
+        raise ClaimError(path, "check.search", f"'{search}' is not a search", f"one of {SEARCHES}")
+    args = check_raw.get("args", {})
+    if not isinstance(args, dict):
+        raise ClaimError(path, "check.args", "expected a table of estimator options")
+    trivial = _expr(check_raw["trivial"], set(params), path, "check.trivial") if "trivial" in check_raw else None
+    whp_delta = float(check_raw.get("whp_delta", 0.1))
+    tolerance = float(check_raw.get("tolerance", 0.1))
+    dtype = check_raw.get("dtype", "float64")
+    if dtype not in ("float64", "float32"):
+        raise ClaimError(path, "check.dtype", f"'{dtype}' unsupported", "float64 or float32")
+    statistic = check_raw.get("statistic", "mean-log")
+    if statistic not in ("mean-log", "max-log"):
+        raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported", "mean-log or max-log")
+    inputs = raw.get("inputs", {})
+    if not isinstance(inputs, dict):
+        raise ClaimError(path, "inputs", "expected a table", '`inputs = { kind = "unit-sphere", n = "n", d = "d" }`')
+    if inputs:
+        ik = inputs.get("kind")
+        if ik not in INPUTS:
+            raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
+        spec = INPUTS.get(ik).extra.get("fields", {})
+        for k, v in inputs.items():
+            if k == "kind":
+                continue
+            if k not in spec:
+                raise ClaimError(path, f"inputs.{k}", f"input generator '{ik}' has no option '{k}'",
+                                 f"its options: {sorted(spec)}")
+            if spec[k] == "expr":
+                _expr(v, set(params), path, f"inputs.{k}")
+            elif isinstance(spec[k], tuple) and v not in spec[k]:
+                raise ClaimError(path, f"inputs.{k}", f"{v!r} is not one of {list(spec[k])}")
+    check = Check(qname, relation, bound, str(prob), prob_expr, requires, tuple(constants), regime_constants,
+                  search, args, trivial, whp_delta, tolerance, dtype, statistic)
+    profiles_raw = raw.get("profiles", {})
+    if not isinstance(profiles_raw, dict):
+        raise ClaimError(path, "profiles", "expected a table with [profiles.quick] and [profiles.full]")
+    for name in profiles_raw:
+        if name not in PROFILES:
+            raise ClaimError(path, f"profiles.{name}", "unknown profile", f"one of {PROFILES}")
+    profiles = {name: _parse_profile(name, profiles_raw.get(name, {}), params, path) for name in PROFILES}
+    if check.constants:
+        varying = {k for cfg in profiles["full"].configs for k in cfg
+                   if len({c[k] for c in profiles["full"].configs}) > 1}
+        if not varying:
+            raise ClaimError(path, "profiles.full", "a scaling claim needs a sweep: no parameter varies",
+                             "add a grid over the swept parameters")
+    return Claim(cid, paper, result, title, statement, kind, network, inputs, params, check, profiles, notes,
+                 expect, finding, "", path, raw)
+
+
+def load_extension(folder: Path) -> None:
+    """Import `folder/extension.py` (new settings or quantities for that paper's claims) once."""
+    ext = folder / EXTENSION_FILE
+    if not ext.is_file():
+        return
+    modname = "lemmacheck_ext_" + "_".join(ext.resolve().parent.parts[-2:]).replace("-", "_").replace(".", "_")
+    if modname in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(modname, ext)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    spec.loader.exec_module(module)
+
+
+@lru_cache(maxsize=None)
+def load_claim(path: str | Path) -> Claim:
+    """Load and validate one claim file (cached: worker processes load each file once)."""
+    path = Path(path)
+    load_extension(path.parent)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ClaimError(path, "<toml>", f"not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ClaimError(path, "<file>", f"cannot read: {exc}") from None
+    return parse_claim(raw, path)
+
+
+def claim_files(paths: list[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*.toml") if not q.name.startswith("_")))
+        elif p.suffix == ".toml":
+            out.append(p)
+        elif not p.exists():
+            raise FileNotFoundError(f"{p}: no such claim file or folder")
+    return out
+
+
+def load_claims(paths: list[str | Path]) -> tuple[list[Claim], list[ClaimError]]:
+    """Load every claim under `paths`; malformed files are returned as errors, the rest still load."""
+    claims, errors = [], []
+    seen: dict[str, Path] = {}
+    for f in claim_files(paths):
+        try:
+            c = load_claim(f.resolve())
+        except ClaimError as exc:
+            errors.append(exc)
+            continue
+        if c.id in seen:
+            errors.append(ClaimError(f, "id", f"duplicate id '{c.id}' (also in {seen[c.id]})"))
+            continue
+        seen[c.id] = f
+        claims.append(c)
+    return claims, errors
+
+
+def config_values(claim: Claim, params: Mapping[str, float]) -> dict[str, float]:
+    """Parameter values plus the regime constants, for evaluating `requires`."""
+    assert claim.check is not None
+    return {**claim.check.regime_constants, **params}

@@ -1,0 +1,87 @@
+"""What a quantity estimator receives (Context) and returns (Observation).
+
+An estimator draws R independent replicates (networks, inputs, perturbations) from `ctx.generator` and
+returns one value per replicate. It never seeds anything itself: the runner owns the randomness, so a shard
+is reproducible from its seed alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+
+from .expressions import parse
+from .inputs import rademacher
+from .registry import INPUTS
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@dataclass
+class Observation:
+    """Per-replicate results of one shard.
+
+    value:   the quantity, shape (R,); the claim compares it with its bound.
+    valid:   replicates on which the statement's hypotheses held (e.g. Theorem 5.1(i) verified on the draw);
+             others are reported as conditioning failures, never counted as violations.
+    extras:  diagnostics per replicate (e.g. which search found the worst case), stored with the shard.
+    method:  how the value was computed when it matters for honesty (e.g. "exact SVD", "lanczos").
+    """
+
+    value: torch.Tensor
+    valid: torch.Tensor | None = None
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    method: str = ""
+
+
+@dataclass
+class Context:
+    claim_id: str
+    params: dict[str, float]
+    replicates: int
+    generator: torch.Generator
+    dtype: torch.dtype = torch.float64
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    args: dict[str, Any] = field(default_factory=dict)
+    inputs_spec: dict[str, Any] = field(default_factory=dict)
+    search: str = "none"
+
+    def p(self, name: str, default: float | None = None) -> float:
+        if name in self.params:
+            return self.params[name]
+        if default is None:
+            raise KeyError(f"{self.claim_id}: estimator needs parameter '{name}', which the claim does not declare")
+        return default
+
+    def i(self, name: str, default: int | None = None) -> int:
+        return int(round(self.p(name, default)))
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return self.args.get(name, default)
+
+    def inputs(self) -> torch.Tensor:
+        """Draw the claim's datasets: (R, n, d)."""
+        spec = dict(self.inputs_spec)
+        kind = spec.pop("kind", "unit-sphere")
+        entry = INPUTS.get(kind)
+        fields = entry.extra.get("fields", {})
+        kwargs: dict[str, Any] = {}
+        for k, v in spec.items():
+            kwargs[k] = parse(v, set(self.params)).evaluate(self.params) if fields.get(k) == "expr" else v
+        if "n" not in kwargs:
+            kwargs["n"] = self.i("n", 1)
+        if "d" not in kwargs:
+            kwargs["d"] = self.i("d")
+        return entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
+
+    def labels(self, n: int) -> torch.Tensor:
+        return rademacher(self.generator, (self.replicates, n), self.dtype).to(self.device)
+
+    def randn(self, *shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator, dtype=self.dtype).to(self.device)
+
+
+def evaluate_all(values: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items()}

@@ -1,0 +1,124 @@
+"""Bounds, probabilities and preconditions are sympy expressions over a claim's parameters.
+
+Parsing is restricted: every identifier must be a declared parameter, a declared hidden constant or a
+whitelisted function, so a typo in a claim file is an error naming the field, never a silent new symbol.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Mapping
+
+import sympy
+from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+
+# Functions a bound may use. Anything else is rejected at load time.
+FUNCTIONS: dict[str, object] = {
+    "log": sympy.log,
+    "ln": sympy.log,
+    "exp": sympy.exp,
+    "sqrt": sympy.sqrt,
+    "min": sympy.Min,
+    "max": sympy.Max,
+    "abs": sympy.Abs,
+    "floor": sympy.floor,
+    "ceil": sympy.ceiling,
+    "acos": sympy.acos,
+    "asin": sympy.asin,
+    "atan": sympy.atan,
+    "cos": sympy.cos,
+    "sin": sympy.sin,
+    "erf": sympy.erf,
+    "binomial": sympy.binomial,
+    "pi": sympy.pi,
+    "e": sympy.E,
+    "inf": sympy.oo,
+}
+_LOGIC = {"and"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+class ExpressionError(ValueError):
+    """Raised with a message that the claim loader prefixes with the file and field."""
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed expression and the text it came from (kept verbatim for reports)."""
+
+    text: str
+    sym: sympy.Basic
+    names: frozenset[str]
+
+    def evaluate(self, values: Mapping[str, float]) -> float:
+        missing = [n for n in self.names if n not in values]
+        if missing:
+            raise ExpressionError(f"'{self.text}' needs values for {sorted(missing)}")
+        subs = {sympy.Symbol(n): values[n] for n in self.names}
+        out = self.sym.subs(subs)
+        if isinstance(out, sympy.logic.boolalg.BooleanAtom) or out in (sympy.true, sympy.false):
+            return float(bool(out))
+        if isinstance(out, sympy.Rel) or isinstance(out, sympy.logic.boolalg.Boolean):
+            return float(bool(out.simplify()))
+        return float(sympy.N(out, 30))
+
+    def holds(self, values: Mapping[str, float]) -> bool:
+        """Truth value of a relational/boolean expression (a `requires`)."""
+        return self.evaluate(values) != 0.0
+
+    @cached_property
+    def latex(self) -> str:
+        return sympy.latex(self.sym)
+
+    @cached_property
+    def mathml(self) -> str:
+        return sympy.mathml(self.sym, printer="presentation")
+
+    def with_constants(self, constants: Mapping[str, float]) -> "Expr":
+        """The same expression with hidden constants replaced by numbers (e.g. the bound's shape, C=1)."""
+        sym = self.sym.subs({sympy.Symbol(k): v for k, v in constants.items()})
+        return Expr(self.text, sym, frozenset(n for n in self.names if n not in constants))
+
+    def log_elasticity(self, name: str, values: Mapping[str, float]) -> float:
+        """d log(expr) / d log(name) at `values`: the exponent a power law would have locally."""
+        x = sympy.Symbol(name)
+        if name not in self.names:
+            return 0.0
+        d = sympy.diff(sympy.log(self.sym), x) * x
+        subs = {sympy.Symbol(n): values[n] for n in self.names}
+        return float(sympy.N(d.subs(subs)))
+
+
+def parse(text: str | int | float, allowed: set[str] | frozenset[str]) -> Expr:
+    """Parse `text` allowing only `allowed` symbol names plus FUNCTIONS; raise ExpressionError otherwise."""
+    if isinstance(text, bool):
+        raise ExpressionError(f"expected an expression, got boolean {text!r}")
+    if isinstance(text, (int, float)):
+        if isinstance(text, float) and not math.isfinite(text):
+            raise ExpressionError(f"{text!r} is not a finite number")
+        text = repr(text)
+    if not isinstance(text, str) or not text.strip():
+        raise ExpressionError("expected a non-empty expression string")
+    names = set(_IDENT.findall(re.sub(r"\d+\.?\d*[eE][+-]?\d+", "0", text)))
+    unknown = sorted(n for n in names if n not in allowed and n not in FUNCTIONS and n not in _LOGIC)
+    if unknown:
+        raise ExpressionError(
+            f"unknown name(s) {unknown} in '{text}'; allowed: parameters {sorted(allowed)} "
+            f"and functions {sorted(k for k in FUNCTIONS)}"
+        )
+    local: dict[str, object] = {n: sympy.Symbol(n) for n in allowed}
+    local.update(FUNCTIONS)
+    glob = {"Integer": sympy.Integer, "Float": sympy.Float, "Rational": sympy.Rational, "Symbol": sympy.Symbol}
+    # 'and' joins preconditions; parse each part alone because '&' binds tighter than '>='.
+    parts = re.split(r"\s+and\s+", text.strip())
+    try:
+        syms = [parse_expr(p, local_dict=local, global_dict=dict(glob),
+                           transformations=standard_transformations + (convert_xor,)) for p in parts]
+    except Exception as exc:  # sympy raises a zoo of types for syntax errors
+        raise ExpressionError(f"cannot parse '{text}': {exc}") from None
+    sym = syms[0] if len(syms) == 1 else sympy.And(*syms)
+    used = frozenset(str(s) for s in sym.free_symbols)
+    return Expr(text, sym, used)

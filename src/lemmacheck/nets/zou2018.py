@@ -1,0 +1,125 @@
+"""Zou, Cao, Zhou & Gu (2018): deep bias-free ReLU network with a fixed ±1 output vector.
+
+Exactly as the paper (Section 3; catalogue zou2018 §1.3-1.5):
+    x_{0,i} = x_i,  z_{l,i} = W_l^T x_{l-1,i},  Σ_{l,i} = Diag(1{z_{l,i} > 0}),  x_{l,i} = Σ_{l,i} z_{l,i},
+    ŷ_i = v^T x_{L,i},  v = (+1,…,+1,−1,…,−1) fixed (half and half), no output scaling.
+W_l ∈ R^{m_{l-1} × m_l}; every column (so every entry) ~ N(0, 2/m_l): the FAN-OUT variance, m_l being the
+number of columns. Only W_1..W_L are trained. Everything is batched over a leading replicate dimension R:
+weights (R, m_{l-1}, m_l), inputs (R, n, d), so one call evaluates R independent networks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..linalg import psd_sqrt
+from ..registry import NETWORKS
+
+NAME = "zou2018"
+NETWORKS.register(NAME, "deep bias-free ReLU FNN, W_l entries N(0, 2/m_l) (fan-out), fixed ±1 output v, "
+                  "no output scaling (Zou, Cao, Zhou, Gu 2018)")(__name__)
+
+
+def widths(d: int, m: int, L: int, alternate: bool = False) -> list[int]:
+    """[m_0 = d, m_1, …, m_L]; `alternate` gives m, 2m, m, 2m, … (the extreme A3.7 allows: M = 2m)."""
+    hidden = [(2 * m if (alternate and l % 2 == 0) else m) for l in range(1, L + 1)]
+    if hidden[-1] % 2:
+        raise ValueError(f"m_L = {hidden[-1]} must be even: v is half +1, half -1")
+    return [d] + hidden
+
+
+def init(gen: torch.Generator, R: int, dims: list[int], dtype=torch.float64) -> list[torch.Tensor]:
+    return [torch.randn(R, a, b, generator=gen, dtype=dtype) * math.sqrt(2.0 / b) for a, b in zip(dims, dims[1:])]
+
+
+def output_vector(m_L: int, dtype=torch.float64) -> torch.Tensor:
+    return torch.cat([torch.ones(m_L // 2, dtype=dtype), -torch.ones(m_L // 2, dtype=dtype)])
+
+
+@dataclass
+class Forward:
+    x: list[torch.Tensor]  # x[0..L], each (R, n, m_l): layer outputs (x[0] = inputs)
+    z: list[torch.Tensor]  # z[1..L] stored at index l-1: pre-activations W_l^T x_{l-1}
+    out: torch.Tensor  # (R, n): ŷ
+
+    def mask(self, l: int) -> torch.Tensor:
+        """Σ_l diagonal as a 0/1 tensor (R, n, m_l); strict > 0 as in the paper."""
+        return (self.z[l - 1] > 0).to(self.z[l - 1].dtype)
+
+
+def forward(Ws: list[torch.Tensor], X: torch.Tensor, v: torch.Tensor | None = None) -> Forward:
+    xs, zs = [X], []
+    h = X
+    for W in Ws:
+        z = h @ W
+        h = torch.relu(z)
+        zs.append(z)
+        xs.append(h)
+    if v is None:
+        v = output_vector(Ws[-1].shape[-1], X.dtype)
+    return Forward(xs, zs, h @ v)
+
+
+def backward_vectors(Ws: list[torch.Tensor], fwd: Forward, v: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """b_l = Σ_l W_{l+1} Σ_{l+1} ⋯ W_L Σ_L v, (R, n, m_l) for l = 1..L (index l-1); ∇_{W_l} ŷ_i = x_{l-1,i} b_{l,i}^T."""
+    L = len(Ws)
+    if v is None:
+        v = output_vector(Ws[-1].shape[-1], fwd.out.dtype)
+    b = fwd.mask(L) * v
+    bs = [b]
+    for l in range(L - 1, 0, -1):
+        b = fwd.mask(l) * (b @ Ws[l].transpose(-1, -2))
+        bs.append(b)
+    return bs[::-1]
+
+
+def input_gradients(Ws: list[torch.Tensor], bs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """u_l = ∂ŷ/∂x_{l-1} = W_l b_l, (R, n, m_{l-1}) for l = 1..L: the vectors of Lemma A.9's sparse suprema."""
+    return [b @ W.transpose(-1, -2) for W, b in zip(Ws, bs)]
+
+
+def logistic(z: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.softplus(-z)
+
+
+def logistic_derivative(z: torch.Tensor) -> torch.Tensor:
+    """ℓ'(z) = -1/(1+e^z) for ℓ(z) = log(1+e^{-z}); |ℓ'| ≤ ρ = 1, |ℓ''| ≤ λ = 1/4."""
+    return -torch.sigmoid(-z)
+
+
+def loss_gradients(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
+                   batch: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor, Forward]:
+    """Closed-form ∇_{W_l} L_S(W) = (1/n) Σ_i ℓ'(y_i ŷ_i) y_i x_{l-1,i} b_{l,i}^T (logistic ℓ).
+
+    `batch` (R, n) 0/1 selects a minibatch (the stochastic gradient G_l averages over it instead).
+    Returns (gradients, ℓ'(y ŷ) of shape (R, n), forward pass)."""
+    fwd = forward(Ws, X)
+    bs = backward_vectors(Ws, fwd)
+    lp = logistic_derivative(y * fwd.out)
+    wts = lp * y
+    if batch is None:
+        wts = wts / X.shape[-2]
+    else:
+        wts = wts * batch / batch.sum(-1, keepdim=True)
+    grads = [torch.einsum("rn,rna,rnb->rab", wts, x, b) for x, b in zip(fwd.x[:-1], bs)]
+    return grads, lp, fwd
+
+
+def conditional_layer_norms(gen: torch.Generator, X: torch.Tensor, dims: list[int]) -> list[torch.Tensor]:
+    """||x_{l,i}|| for l = 0..L at initialisation WITHOUT materialising any W_l (exact in distribution).
+
+    Given x_{l-1,1..n}, the columns of W_l are iid N(0, 2/m_l I), so the rows of W_l^T[x_{l-1,1} … x_{l-1,n}]
+    (one per neuron) are iid N(0, (2/m_l) G) with G the n×n Gram matrix of the previous layer. Drawing them
+    costs O(n² m_l) instead of O(n m_{l-1} m_l) — and memory O(n m_l) instead of O(m_{l-1} m_l)."""
+    norms = [X.norm(dim=-1)]
+    h = X
+    for m_l in dims[1:]:
+        G = h @ h.transpose(-1, -2)
+        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
+        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
+        h = torch.relu(A @ E)  # (R, n, m_l): column j is neuron j's pre-activations at the n inputs
+        norms.append(h.norm(dim=-1))
+    return norms

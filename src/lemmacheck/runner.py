@@ -1,0 +1,274 @@
+"""Plan configurations, shard replicates, run shards on an Executor, evaluate verdicts from the store.
+
+Seeding: a configuration's seed is drawn from numpy.random.SeedSequence([run seed, claim id, params]); its
+shards are that SeedSequence's children. Shard sizes are fixed by the claim, never by the worker count, and
+every shard runs with one BLAS thread, so results are bit-identical whatever the executor or worker count.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing
+import platform
+import time
+import zlib
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+
+from .claims import Claim, Param, load_claim
+from .context import DTYPES, Context
+from .errors import EstimatorError
+from .registry import QUANTITIES
+from .store import ShardRecord, Store
+from .verdicts import ClaimResult, claim_result, config_result
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    params: dict[str, float]
+    seed: int
+    replicates: int
+    shard_size: int
+
+    @property
+    def n_shards(self) -> int:
+        return math.ceil(self.replicates / self.shard_size)
+
+    def shard_replicates(self, k: int) -> int:
+        return min(self.shard_size, self.replicates - k * self.shard_size)
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    source: str  # claim file: workers load it themselves (and its folder's extension)
+    claim_id: str
+    config_index: int
+    shard_index: int
+    params: dict[str, float]
+    seed: int
+    replicates: int
+
+
+def _crc(s: str) -> int:
+    return zlib.crc32(s.encode())
+
+
+def config_seed(run_seed: int, claim_id: str, params: dict[str, float]) -> int:
+    ss = np.random.SeedSequence([run_seed, _crc(claim_id), _crc(json.dumps(params, sort_keys=True))])
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))  # 63 bits: fits SQLite INTEGER
+
+
+def shard_seed(cfg_seed: int, shard_index: int) -> int:
+    child = np.random.SeedSequence(cfg_seed, spawn_key=(shard_index,))
+    return int(child.generate_state(1, dtype=np.uint64)[0])
+
+
+def _strategy(p: Param):
+    from hypothesis import strategies as st
+
+    if p.values is not None:
+        return st.sampled_from(p.values)
+    assert p.low is not None and p.high is not None
+    if p.integer:
+        if p.log:
+            return st.floats(math.log(p.low), math.log(p.high)).map(lambda t: int(round(math.exp(t))))
+        return st.integers(int(p.low), int(p.high))
+    if p.log:
+        return st.floats(math.log(p.low), math.log(p.high)).map(math.exp)
+    return st.floats(p.low, p.high)
+
+
+def explore_configs(claim: Claim, count: int, seed: int) -> list[dict[str, float]]:
+    """`count` configurations drawn by Hypothesis from the declared domain, reproducibly from `seed`."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+
+    if count <= 0:
+        return []
+    out: list[dict[str, float]] = []
+    strat = st.fixed_dictionaries({k: _strategy(p) for k, p in claim.params.items()})
+
+    @hseed(seed)
+    @settings(max_examples=count, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=["generate"])
+    @given(strat)
+    def collect(cfg: dict[str, float]) -> None:
+        if cfg not in out:
+            out.append(cfg)
+
+    collect()
+    return out[:count]
+
+
+def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
+    prof = claim.profiles[profile]
+    cfgs = list(prof.configs)
+    if prof.explore:
+        cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
+    return [ConfigPlan(c, config_seed(seed, claim.id, c), prof.replicates, prof.shard_size) for c in cfgs]
+
+
+def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
+    """Run one shard; estimator failures become a recorded error, never a crash of the whole run."""
+    claim = load_claim(task.source)
+    chk = claim.check
+    assert chk is not None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(task.seed)
+    ctx = Context(claim.id, dict(task.params), task.replicates, gen, DTYPES[chk.dtype], torch.device(device),
+                  dict(chk.args), dict(claim.inputs), chk.search)
+    t0 = time.perf_counter()
+    try:
+        obs = QUANTITIES.get(chk.quantity).obj(ctx)
+        value = obs.value.detach().to("cpu", torch.float64).numpy().reshape(-1)
+        if value.shape != (task.replicates,):
+            raise EstimatorError(f"quantity '{chk.quantity}' returned {tuple(obs.value.shape)} values, "
+                                 f"expected ({task.replicates},)")
+        valid = (np.ones(task.replicates, bool) if obs.valid is None
+                 else obs.valid.detach().cpu().numpy().reshape(-1).astype(bool))
+        extras = {k: v.detach().to("cpu", torch.float64).numpy().reshape(-1).tolist() for k, v in obs.extras.items()}
+        return ShardRecord(task.claim_id, task.config_index, task.shard_index, value, valid, extras, obs.method,
+                           chk.dtype, time.perf_counter() - t0)
+    except (EstimatorError, ValueError, RuntimeError, KeyError, ArithmeticError) as exc:
+        msg = f"{claim.source}: quantity '{chk.quantity}' at {task.params}: {type(exc).__name__}: {exc}"
+        return ShardRecord(task.claim_id, task.config_index, task.shard_index, np.full(task.replicates, np.nan),
+                           np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+class InProcessExecutor(Executor):
+    """Runs each task at submit time, in this process: the reference executor (and pytest's)."""
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001  (delivered through the future, like a pool would)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            f.set_exception(exc)
+        return f
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
+
+def make_executor(workers: int) -> Executor:
+    if workers <= 1:
+        return InProcessExecutor()
+    # spawn, not fork: forking a process that already holds torch's thread pools can deadlock.
+    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+
+
+def versions() -> dict[str, str]:
+    import hypothesis
+    import scipy
+    import sympy
+
+    from . import __version__
+
+    return {"lemmacheck": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "scipy": scipy.__version__, "sympy": sympy.__version__,
+            "hypothesis": hypothesis.__version__}
+
+
+def device_description() -> str:
+    return f"{platform.machine()} cpu, {torch.get_num_threads()} threads, {platform.system()}"
+
+
+def definition(claim: Claim) -> dict[str, Any]:
+    return claim.raw
+
+
+def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", seed: int = 0, workers: int = 1,
+               resume: bool = False, paths: list[str] | None = None, executor: Executor | None = None,
+               progress: Callable[[str], None] | None = None) -> int:
+    """Run every claim's planned shards that are not yet in the store; return the run id."""
+    paths = paths if paths is not None else sorted(c.id for c in claims)
+    run_id = store.find_resumable(seed, profile, paths) if resume else None
+    if run_id is None:
+        run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
+    tasks: list[ShardTask] = []
+    for claim in claims:
+        plans = [] if claim.mode == "infeasible" else plan(claim, profile, seed)
+        store.record_plan(run_id, claim.id, str(claim.source), definition(claim),
+                          [(p.params, p.seed, p.replicates, p.shard_size) for p in plans])
+        done = store.done_shards(run_id, claim.id)
+        for j, p in enumerate(plans):
+            for k in range(p.n_shards):
+                if (j, k) not in done:
+                    tasks.append(ShardTask(str(claim.source), claim.id, j, k, p.params, shard_seed(p.seed, k),
+                                           p.shard_replicates(k)))
+    own = executor is None
+    ex = executor or make_executor(workers)
+    try:
+        futures = {ex.submit(execute_shard, t): t for t in tasks}
+        for fut in cf.as_completed(futures):
+            rec = fut.result()
+            store.write_shard(run_id, rec)
+            if progress:
+                progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
+    except BaseException:
+        if own and hasattr(ex, "shutdown"):
+            ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    if own:
+        ex.shutdown(wait=True)
+    store.finish_run(run_id)
+    return run_id
+
+
+def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:
+    """Recompute every verdict from the stored shards (nothing is taken from memory)."""
+    results = []
+    for claim in claims:
+        if claim.mode == "infeasible":
+            results.append(claim_result(claim, []))
+            continue
+        cfgs, samples = [], []
+        for c in store.configs(run_id, claim.id):
+            shards = sorted(store.shards(run_id, claim.id, c["index"]), key=lambda r: r.shard_index)
+            if not shards:
+                continue
+            value = np.concatenate([s.value for s in shards])
+            valid = np.concatenate([s.valid for s in shards])
+            shard_of = np.concatenate([np.full(len(s.value), s.shard_index) for s in shards])
+            pos = np.concatenate([np.arange(len(s.value)) for s in shards])
+            errors = [s.error for s in shards if s.error]
+            methods = sorted({s.method for s in shards if s.method})
+            cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
+                               "; ".join(methods), float(sum(s.seconds for s in shards)), errors)
+            cfgs.append(cr)
+            samples.append(value[valid & np.isfinite(value)])
+        results.append(claim_result(claim, cfgs, samples))
+    return results
+
+
+def repro_command(claim: Claim, cfg_params: dict[str, float], cfg_seed: int, replicates: int,
+                  shard_size: int) -> str:
+    return (f"lemmacheck repro {claim.id} --params '{json.dumps(cfg_params, sort_keys=True)}' "
+            f"--seed {cfg_seed} --replicates {replicates} --shard-size {shard_size}")
+
+
+def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int, shard_size: int,
+          store: Store | None = None) -> ClaimResult:
+    """Re-run one configuration exactly (same config seed, same shard split) and evaluate it alone."""
+    store = store or Store(":memory:")
+    run_id = store.begin_run(cfg_seed, "repro", versions(), device_description(), [claim.id])
+    p = ConfigPlan(params, cfg_seed, replicates, shard_size)
+    store.record_plan(run_id, claim.id, str(claim.source), definition(claim), [(p.params, p.seed, replicates, shard_size)])
+    for k in range(p.n_shards):
+        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), claim.id, 0, k, params,
+                                                          shard_seed(cfg_seed, k), p.shard_replicates(k))))
+    store.finish_run(run_id)
+    return evaluate(store, run_id, [claim])[0]

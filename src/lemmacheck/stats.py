@@ -1,0 +1,358 @@
+"""Statistics for turning Monte-Carlo draws into verdicts.
+
+Two kinds of question come up:
+
+* *Violation rates.*  A claim "with probability at least 1 - delta" is checked by counting the
+  configurations/draws that violate it: ``k`` violations out of ``n``.  :func:`clopper_pearson` gives
+  an exact fixed-``n`` interval; :func:`bernoulli_confidence_sequence` gives an interval that stays
+  valid when a runner looks after every draw and stops as soon as it can decide.
+* *Scaling claims.*  "quantity = O(width^a depth^b)" is checked by regressing the log of the implied
+  constant on the logs of the parameters (:func:`fit_scaling`) and asking whether the fitted
+  exponents are significantly positive (:func:`scaling_verdict`).
+
+Error control.  Every interval here is two-sided at level ``1 - alpha``.  The default per-test
+``alpha`` is :data:`DEFAULT_ALPHA` = 1e-4.  The suite runs hundreds of tests against claims that are
+(mostly) true, and a correct claim must not fail CI by chance.  By the union bound (Bonferroni),
+whatever the dependence between tests,
+
+    P(any false alarm among m tests) <= m * DEFAULT_ALPHA,
+
+so 100 tests give at most a 1% chance of any false alarm in a whole run, 1000 tests at most 10%.
+Runners that need a tighter family-wise rate should divide their budget by the number of tests.
+
+Pure numpy/scipy: no torch here, so this module can be used (and tested) without a GPU stack.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+from scipy import stats as sps
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "ScalingFit",
+    "bernoulli_confidence_sequence",
+    "clopper_pearson",
+    "ecdf",
+    "fit_scaling",
+    "scaling_verdict",
+]
+
+DEFAULT_ALPHA: float = 1e-4
+"""Per-test two-sided error rate.
+
+Family-wise control by Bonferroni: P(any false alarm) <= DEFAULT_ALPHA * number_of_tests, e.g. below 1%
+for 100 tests, with no assumption on how the tests depend on each other.
+"""
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _as_count(value: object, name: str) -> int:
+    # Counts often arrive as numpy integers or as float sums of indicator arrays; accept any
+    # integral real, but never silently truncate 2.5 to 2 or parse a string.
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    if isinstance(value, numbers.Real) and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+def _check_counts(k: object, n: object) -> tuple[int, int]:
+    k_int, n_int = _as_count(k, "k"), _as_count(n, "n")
+    if n_int < 0:
+        raise ValueError(f"n must be >= 0, got {n_int}")
+    if not 0 <= k_int <= n_int:
+        raise ValueError(f"k must satisfy 0 <= k <= n, got k={k_int}, n={n_int}")
+    return k_int, n_int
+
+
+def _check_alpha(alpha: float) -> float:
+    alpha = float(alpha)
+    # `not (0 < alpha < 1)` also rejects NaN.
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return alpha
+
+
+# --------------------------------------------------------------------------- violation rates
+
+
+def clopper_pearson(k: int, n: int, alpha: float = DEFAULT_ALPHA) -> tuple[float, float]:
+    """Exact two-sided ``(1 - alpha)`` Clopper-Pearson interval for a binomial proportion.
+
+    ``k`` successes in ``n`` trials.  The interval inverts two one-sided binomial tests at
+    ``alpha / 2`` each, so its coverage is at least ``1 - alpha`` for every true ``p`` and ``n``
+    (conservative, never anti-conservative).  Edge cases: ``n == 0`` gives ``(0.0, 1.0)``; ``k == 0``
+    gives lower bound ``0.0``; ``k == n`` gives upper bound ``1.0``.
+
+    Raises ``ValueError`` for ``k < 0``, ``k > n``, non-integral counts, or ``alpha`` not in (0, 1).
+    """
+    k, n = _check_counts(k, n)
+    alpha = _check_alpha(alpha)
+    if n == 0:
+        return 0.0, 1.0
+    # Beta quantiles are the standard closed form of the inverted binomial tails.
+    lower = 0.0 if k == 0 else float(sps.beta.ppf(alpha / 2, k, n - k + 1))
+    upper = 1.0 if k == n else float(sps.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lower, upper
+
+
+def _softplus(t: float) -> float:
+    # log(1 + e^t) without overflow; in logit coordinates -log(p) = softplus(-t), -log(1-p) = softplus(t).
+    return max(t, 0.0) + math.log1p(math.exp(-abs(t)))
+
+
+def _expit(t: float) -> float:
+    return float(special.expit(t))
+
+
+def bernoulli_confidence_sequence(k: int, n: int, alpha: float = DEFAULT_ALPHA) -> tuple[float, float]:
+    """Anytime-valid ``(1 - alpha)`` confidence sequence for a Bernoulli mean.
+
+    ``k`` successes in the first ``n`` observations.  Construction: Robbins' mixture martingale with a
+    uniform Beta(1, 1) mixing prior (Robbins 1970, "Statistical methods related to the law of the
+    iterated logarithm"; see also Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic
+    confidence sequences").  For each candidate ``p``,
+
+        M_n(p) = B(k + 1, n - k + 1) / (p^k (1 - p)^(n - k))
+
+    is the ratio of the Beta(1,1)-mixture likelihood to the likelihood under ``p``; under the true
+    ``p`` it is a non-negative martingale with ``M_0 = 1``.  Ville's inequality gives
+    ``P(exists n: M_n(p) >= 1/alpha) <= alpha``, so the sets ``{p : M_n(p) < 1/alpha}`` cover the true
+    ``p`` at every ``n`` simultaneously, with probability at least ``1 - alpha``.  A runner may
+    therefore look after every draw and stop as soon as the interval excludes its threshold, without
+    inflating the error rate (a fixed-``n`` interval checked repeatedly would).
+
+    Equivalently the set is ``{p : binom.pmf(k; n, p) > alpha / (n + 1)}``: an interval, because the
+    log-likelihood is concave in ``p``.  A tail-sum bound shows it contains the Clopper-Pearson
+    interval at the same ``alpha`` (with equality at ``n == 1``), so it is the wider of the two: the
+    price of optional stopping is about a ``log(n)`` term in the width.  The returned interval is the
+    hull of the two, which only matters at floating-point ties and keeps containment exact.
+
+    ``n == 0`` gives ``(0.0, 1.0)``.  Raises ``ValueError`` like :func:`clopper_pearson`.
+    """
+    k, n = _check_counts(k, n)
+    alpha = _check_alpha(alpha)
+    if n == 0:
+        return 0.0, 1.0
+
+    log_level = math.log(alpha / (n + 1))  # boundary: log pmf(k; n, p) == log_level
+
+    if k == 0:
+        # (1-p)^n = alpha/(n+1) in closed form; expm1 keeps precision when the endpoint is tiny.
+        lower, upper = 0.0, -math.expm1(log_level / n)
+    elif k == n:
+        lower, upper = math.exp(log_level / n), 1.0
+    else:
+        log_beta = float(special.betaln(k + 1, n - k + 1))
+        log_inv_alpha = -math.log(alpha)
+
+        def log_excess(t: float) -> float:
+            # log M_n(p) - log(1/alpha) at p = expit(t); negative inside the sequence.  Working in
+            # logit coordinates gives relative precision for endpoints near 0 or 1.
+            return log_beta + k * _softplus(-t) + (n - k) * _softplus(t) - log_inv_alpha
+
+        t_hat = math.log(k / (n - k))  # the MLE minimises M_n, and M_n(p_hat) <= 1 < 1/alpha
+        lower = _expit(_root_away_from(log_excess, t_hat, -1.0))
+        upper = _expit(_root_away_from(log_excess, t_hat, +1.0))
+
+    cp_lower, cp_upper = _clopper_pearson_fast(k, n, alpha)
+    return min(lower, cp_lower), max(upper, cp_upper)
+
+
+def _clopper_pearson_fast(k: int, n: int, alpha: float) -> tuple[float, float]:
+    # Same numbers as clopper_pearson (scipy's beta.ppf is boost's ibeta_inv, as is betaincinv) without
+    # the ~0.2 ms of scipy.stats dispatch: runners call the confidence sequence after every draw.
+    lower = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha / 2))
+    upper = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1 - alpha / 2))
+    return lower, upper
+
+
+def _root_away_from(f, t0: float, direction: float) -> float:
+    """Root of the convex ``f`` (with ``f(t0) < 0``) on the side of ``t0`` given by ``direction``."""
+    step = 1.0
+    t1 = t0 + direction * step
+    # f grows at least linearly away from its minimum, so doubling finds a bracket in a few steps.
+    while f(t1) <= 0.0:
+        step *= 2.0
+        t1 = t0 + direction * step
+    a, b = (t1, t0) if direction < 0 else (t0, t1)
+    return float(optimize.brentq(f, a, b, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200))
+
+
+# --------------------------------------------------------------------------- scaling fits
+
+
+@dataclass(frozen=True)
+class ScalingFit:
+    """Result of :func:`fit_scaling`: ``log y = intercept + sum_k slopes[k] * log x_k``."""
+
+    names: tuple[str, ...]  # regressor names (parameters that vary)
+    slopes: np.ndarray  # fitted exponents, shape (P,)
+    intercept: float
+    ci_low: np.ndarray  # bootstrap percentile interval per slope, shape (P,)
+    ci_high: np.ndarray
+    n_configs: int
+    residual_sd: float  # sqrt(RSS / (J - P - 1)) over configuration means; NaN when J == P + 1
+
+
+def fit_scaling(
+    names: Sequence[str],
+    log_x: np.ndarray,
+    samples: Sequence[np.ndarray],
+    *,
+    n_boot: int = 400,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> ScalingFit:
+    """Fit ``log y = c + sum_k e_k log x_k`` by least squares over configurations.
+
+    ``log_x`` has shape ``(J, P)`` (a 1-D array is accepted when ``P == 1``); ``samples[j]`` holds the
+    per-replicate values of ``log y`` at configuration ``j``, and the response of configuration ``j``
+    is their mean.  Intervals are bootstrap percentile intervals at level ``1 - alpha``: replicates are
+    resampled *within* each configuration (stratified, so the design stays fixed), the model is
+    refitted, and the ``alpha/2`` and ``1 - alpha/2`` quantiles of each slope are taken.
+
+    Caveats: the intervals reflect replicate noise only.  A configuration with a single replicate
+    contributes no resampling variability, and lack of fit (a non-power-law trend) is not in them;
+    look at ``residual_sd`` for that.  With few replicates the percentile bootstrap is somewhat
+    narrow (the plug-in variance is smaller by ``(m - 1)/m``).
+
+    Deterministic: draws come from ``numpy.random.default_rng(seed)``, so equal inputs give
+    bit-identical output.  Raises ``ValueError`` for a constant column of ``log_x`` (named in the
+    message), collinear columns, ``J <= P``, mismatched shapes, empty or non-finite samples.
+    """
+    names_t = tuple(str(name) for name in names)
+    x = np.asarray(log_x, dtype=float)
+    if x.ndim == 1 and len(names_t) == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise ValueError(f"log_x must have shape (J, P), got shape {x.shape}")
+    n_configs, n_params = x.shape
+    if n_params != len(names_t):
+        raise ValueError(f"log_x has {n_params} columns but {len(names_t)} names were given")
+    if n_params == 0:
+        raise ValueError("need at least one regressor")
+    if len(samples) != n_configs:
+        raise ValueError(f"log_x has {n_configs} rows but {len(samples)} sample arrays were given")
+    if n_configs <= n_params:
+        raise ValueError(
+            f"too few configurations: {n_configs} configurations cannot determine {n_params} exponents "
+            "and an intercept (need J > P)"
+        )
+    if not np.all(np.isfinite(x)):
+        raise ValueError("log_x contains non-finite values")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    alpha = _check_alpha(alpha)
+
+    for col, name in enumerate(names_t):
+        column = x[:, col]
+        # A constant column is confounded with the intercept: its exponent is not identifiable.
+        if np.ptp(column) <= 1e-12 * max(1.0, float(np.max(np.abs(column)))):
+            raise ValueError(f"log_x column {col} ({name!r}) is constant: its exponent cannot be fitted")
+
+    reps: list[np.ndarray] = []
+    for j, sample in enumerate(samples):
+        values = np.asarray(sample, dtype=float).reshape(-1)
+        if values.size == 0:
+            raise ValueError(f"configuration {j} has no samples")
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"configuration {j} has non-finite samples (log of zero or negative y?)")
+        reps.append(values)
+
+    design = np.column_stack([np.ones(n_configs), x])
+    if np.linalg.matrix_rank(design) < n_params + 1:
+        # lstsq would silently return the minimum-norm solution, splitting one effect arbitrarily.
+        raise ValueError(f"columns of log_x are collinear (with each other or the intercept): {names_t}")
+
+    y = np.array([values.mean() for values in reps])
+    coef, _, _, _ = np.linalg.lstsq(design, y, rcond=None)
+    residuals = y - design @ coef
+    dof = n_configs - n_params - 1
+    residual_sd = float(np.sqrt(residuals @ residuals / dof)) if dof > 0 else float("nan")
+
+    # Stratified bootstrap: one (n_boot, m_j) index draw per configuration, in a fixed order.
+    rng = np.random.default_rng(seed)
+    y_boot = np.empty((n_configs, n_boot))
+    for j, values in enumerate(reps):
+        idx = rng.integers(0, values.size, size=(n_boot, values.size))
+        y_boot[j] = values[idx].mean(axis=1)
+    coef_boot, _, _, _ = np.linalg.lstsq(design, y_boot, rcond=None)  # one solve for all resamples
+    slopes_boot = coef_boot[1:]
+    ci_low = np.quantile(slopes_boot, alpha / 2, axis=1)
+    ci_high = np.quantile(slopes_boot, 1 - alpha / 2, axis=1)
+
+    slopes = coef[1:].copy()
+    for array in (slopes, ci_low, ci_high):
+        array.setflags(write=False)  # the dataclass is frozen; keep its arrays frozen too
+    return ScalingFit(
+        names=names_t,
+        slopes=slopes,
+        intercept=float(coef[0]),
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n_configs=n_configs,
+        residual_sd=residual_sd,
+    )
+
+
+def scaling_verdict(fit: ScalingFit, *, relation: str, tolerance: float = 0.1) -> str:
+    """Verdict on an implied-constant fit, whose response is ``log(quantity / shape)``.
+
+    If the claimed shape is right, the implied constant does not grow, so every exponent is about 0.
+    ``tolerance`` absorbs slowly varying factors (logs, finite-size effects) that are not violations.
+
+    * relation ``'<='`` (upper bound): ``'violated'`` if any ``ci_low > tolerance`` (the implied
+      constant grows significantly), ``'holds'`` if every ``ci_high <= tolerance``, else
+      ``'inconclusive'``.
+    * relation ``'>='`` (lower bound): mirror image: ``'violated'`` if any ``ci_high < -tolerance``,
+      ``'holds'`` if every ``ci_low >= -tolerance``, else ``'inconclusive'``.
+
+    NaN interval ends never count as evidence either way, so they lead to ``'inconclusive'``.
+    """
+    tolerance = float(tolerance)
+    if not tolerance >= 0.0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
+    low = np.asarray(fit.ci_low, dtype=float)
+    high = np.asarray(fit.ci_high, dtype=float)
+    if relation == "<=":
+        if np.any(low > tolerance):
+            return "violated"
+        if np.all(high <= tolerance):
+            return "holds"
+        return "inconclusive"
+    if relation == ">=":
+        if np.any(high < -tolerance):
+            return "violated"
+        if np.all(low >= -tolerance):
+            return "holds"
+        return "inconclusive"
+    raise ValueError(f"relation must be '<=' or '>=', got {relation!r}")
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical CDF of the finite entries of ``values``, for slack ECDF plots.
+
+    Returns the sorted finite values and their cumulative probabilities ``i / n`` for
+    ``i = 1..n``, where ``n`` counts finite values only (NaN/inf slacks are dropped, not plotted at
+    an end).  Empty input gives two empty arrays.
+    """
+    flat = np.asarray(values, dtype=float).reshape(-1)
+    finite = np.sort(flat[np.isfinite(flat)])
+    n = finite.size
+    return finite, np.arange(1, n + 1, dtype=float) / max(n, 1)

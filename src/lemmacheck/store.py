@@ -1,0 +1,178 @@
+"""Results store: SQLite, append-only, one transaction per shard.
+
+A shard's row is written whole or not at all, so a run killed at any point resumes (`--resume`) by running
+exactly the shards that have no row, and ends with the results of an uninterrupted run. Per-replicate values
+are kept (as float64 blobs) so every statistic, plot and verdict can be recomputed from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    seed        INTEGER NOT NULL,
+    profile     TEXT NOT NULL,
+    started     TEXT NOT NULL,
+    finished    TEXT,
+    versions    TEXT NOT NULL,   -- JSON
+    device      TEXT NOT NULL,
+    paths       TEXT NOT NULL    -- JSON list of claim paths given to `run`
+);
+CREATE TABLE IF NOT EXISTS claims (
+    run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+    claim_id    TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    definition  TEXT NOT NULL,   -- JSON snapshot of the claim file as run
+    PRIMARY KEY (run_id, claim_id)
+);
+CREATE TABLE IF NOT EXISTS configs (
+    run_id      INTEGER NOT NULL,
+    claim_id    TEXT NOT NULL,
+    config_index INTEGER NOT NULL,
+    params      TEXT NOT NULL,   -- JSON
+    seed        INTEGER NOT NULL,
+    replicates  INTEGER NOT NULL,
+    shard_size  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, claim_id, config_index)
+);
+CREATE TABLE IF NOT EXISTS shards (
+    run_id      INTEGER NOT NULL,
+    claim_id    TEXT NOT NULL,
+    config_index INTEGER NOT NULL,
+    shard_index INTEGER NOT NULL,
+    replicates  INTEGER NOT NULL,
+    value       BLOB NOT NULL,   -- float64 little-endian, one per replicate
+    valid       BLOB NOT NULL,   -- uint8
+    extras      TEXT NOT NULL,   -- JSON {name: [floats]}
+    method      TEXT NOT NULL,
+    dtype       TEXT NOT NULL,
+    seconds     REAL NOT NULL,
+    error       TEXT,            -- estimator error message, if the shard failed
+    PRIMARY KEY (run_id, claim_id, config_index, shard_index)
+);
+"""
+
+
+@dataclass
+class ShardRecord:
+    claim_id: str
+    config_index: int
+    shard_index: int
+    value: np.ndarray
+    valid: np.ndarray
+    extras: dict[str, list[float]]
+    method: str
+    dtype: str
+    seconds: float
+    error: str | None = None
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None)  # explicit BEGIN/COMMIT below
+        self.db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _tx(self, statements: list[tuple[str, tuple]]) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, args in statements:
+                self.db.execute(sql, args)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    # runs -------------------------------------------------------------------------------------------
+    def begin_run(self, seed: int, profile: str, versions: dict, device: str, paths: list[str]) -> int:
+        cur = self.db.execute(
+            "INSERT INTO runs(seed, profile, started, versions, device, paths) VALUES (?,?,?,?,?,?)",
+            (seed, profile, now(), json.dumps(versions, sort_keys=True), device, json.dumps(paths)))
+        return int(cur.lastrowid)
+
+    def find_resumable(self, seed: int, profile: str, paths: list[str]) -> int | None:
+        row = self.db.execute(
+            "SELECT run_id FROM runs WHERE seed=? AND profile=? AND paths=? AND finished IS NULL "
+            "ORDER BY run_id DESC LIMIT 1", (seed, profile, json.dumps(paths))).fetchone()
+        return None if row is None else int(row[0])
+
+    def finish_run(self, run_id: int) -> None:
+        self._tx([("UPDATE runs SET finished=? WHERE run_id=?", (now(), run_id))])
+
+    def run_info(self, run_id: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT run_id, seed, profile, started, finished, versions, device FROM runs "
+                              "WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"{self.path}: no run {run_id}")
+        return {"run_id": row[0], "seed": row[1], "profile": row[2], "started": row[3], "finished": row[4],
+                "versions": json.loads(row[5]), "device": row[6]}
+
+    def latest_run(self) -> int | None:
+        row = self.db.execute("SELECT max(run_id) FROM runs").fetchone()
+        return None if row[0] is None else int(row[0])
+
+    # plan -------------------------------------------------------------------------------------------
+    def record_plan(self, run_id: int, claim_id: str, source: str, definition: dict,
+                    configs: list[tuple[dict, int, int, int]]) -> None:
+        """Claim snapshot and its configurations (params, seed, replicates, shard_size), idempotently."""
+        stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)",
+                  (run_id, claim_id, source, json.dumps(definition, sort_keys=True, default=str)))]
+        for j, (params, seed, reps, shard) in enumerate(configs):
+            stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?)",
+                          (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard)))
+        self._tx(stmts)
+
+    def done_shards(self, run_id: int, claim_id: str) -> set[tuple[int, int]]:
+        rows = self.db.execute("SELECT config_index, shard_index FROM shards WHERE run_id=? AND claim_id=?",
+                               (run_id, claim_id))
+        return {(int(a), int(b)) for a, b in rows}
+
+    def write_shard(self, run_id: int, rec: ShardRecord) -> None:
+        self._tx([("INSERT INTO shards VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
+            run_id, rec.claim_id, rec.config_index, rec.shard_index, int(len(rec.value)),
+            np.asarray(rec.value, dtype="<f8").tobytes(), np.asarray(rec.valid, dtype=np.uint8).tobytes(),
+            json.dumps(rec.extras), rec.method, rec.dtype, rec.seconds, rec.error))])
+
+    # read back --------------------------------------------------------------------------------------
+    def claim_ids(self, run_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT claim_id FROM claims WHERE run_id=? ORDER BY claim_id",
+                                              (run_id,))]
+
+    def claim_definition(self, run_id: int, claim_id: str) -> tuple[str, dict]:
+        row = self.db.execute("SELECT source, definition FROM claims WHERE run_id=? AND claim_id=?",
+                              (run_id, claim_id)).fetchone()
+        return row[0], json.loads(row[1])
+
+    def configs(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT config_index, params, seed, replicates, shard_size FROM configs "
+                               "WHERE run_id=? AND claim_id=? ORDER BY config_index", (run_id, claim_id))
+        return [{"index": r[0], "params": json.loads(r[1]), "seed": r[2], "replicates": r[3], "shard_size": r[4]}
+                for r in rows]
+
+    def shards(self, run_id: int, claim_id: str, config_index: int) -> Iterator[ShardRecord]:
+        rows = self.db.execute(
+            "SELECT shard_index, value, valid, extras, method, dtype, seconds, error FROM shards "
+            "WHERE run_id=? AND claim_id=? AND config_index=? ORDER BY shard_index",
+            (run_id, claim_id, config_index))
+        for r in rows:
+            yield ShardRecord(claim_id, config_index, r[0], np.frombuffer(r[1], dtype="<f8"),
+                              np.frombuffer(r[2], dtype=np.uint8).astype(bool), json.loads(r[3]), r[4], r[5],
+                              r[6], r[7])

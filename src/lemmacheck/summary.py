@@ -1,0 +1,125 @@
+"""Results as the CLI contract's JSON, as a terminal table, and as pytest failure text."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .claims import Claim
+from .runner import repro_command
+from .stats import DEFAULT_ALPHA
+from .verdicts import COMPARISON_RTOL, ClaimResult
+
+
+def _num(x: Any) -> Any:
+    """JSON has no inf/nan: write them as strings so readers see them rather than crash."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _num(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_num(v) for v in x]
+    return x
+
+
+def claim_repro(res: ClaimResult) -> str | None:
+    c = res.claim
+    if res.worst_index is None or c.check is None:
+        return None
+    cfg = next(x for x in res.configs if x.index == res.worst_index)
+    prof = c.profiles["quick"]
+    return repro_command(c, cfg.params, cfg.seed, cfg.drawn, prof.shard_size)
+
+
+def claim_json(res: ClaimResult) -> dict[str, Any]:
+    c = res.claim
+    chk = c.check
+    out: dict[str, Any] = {
+        "id": c.id, "paper": c.paper, "result": c.result, "kind": c.kind, "title": c.title, "mode": c.mode,
+        "verdict": res.verdict, "expect": c.expect, "ok": res.ok, "flags": res.flags,
+        "statement": c.statement, "quantifiers": c.quantifiers(), "notes": c.notes, "finding": c.finding,
+        "source": str(c.source),
+        "configs": [cfg.to_json() for cfg in res.configs],
+        "repro": claim_repro(res),
+    }
+    if chk is not None:
+        out.update(quantity=chk.quantity, relation=chk.relation, bound=chk.bound.text, search=chk.search,
+                   probability=chk.probability, requires=chk.requires.text if chk.requires else None,
+                   constants=list(chk.constants))
+    else:
+        out["infeasible"] = c.infeasible
+    if res.scaling is not None:
+        out["scaling"] = res.scaling
+    return _num(out)
+
+
+def run_json(run_info: dict[str, Any], results: list[ClaimResult]) -> dict[str, Any]:
+    run = {k: run_info[k] for k in ("seed", "profile", "started", "versions", "device")}
+    run.update(run_id=run_info["run_id"], finished=run_info.get("finished"), alpha_per_config=DEFAULT_ALPHA,
+               comparison_rtol=COMPARISON_RTOL)
+    return {"run": run, "claims": [claim_json(r) for r in results]}
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def table(results: list[ClaimResult]) -> str:
+    """A readable summary: one line per claim, confirmed findings listed after."""
+    rows = [("claim", "result", "mode", "verdict", "flags", "worst slack", "viol. rate CI", "configs", "")]
+    for r in results:
+        worst = next((c for c in r.configs if c.index == r.worst_index), None)
+        ci = "-" if worst is None else f"[{worst.violation_ci[0]:.2g}, {worst.violation_ci[1]:.2g}]"
+        mark = "ok" if r.ok else ("ERROR" if any(c.errors for c in r.configs) else f"UNEXPECTED (expect {r.claim.expect})")
+        rows.append((r.claim.id, r.claim.result, r.claim.mode, r.verdict, ",".join(r.flags) or "-",
+                     _fmt(worst.slack_min if worst else None), ci, str(len(r.configs)), mark))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    lines.append("")
+    lines.append("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
+    findings = [r for r in results if r.claim.expect == "violated"]
+    if findings:
+        lines.append("")
+        lines.append("Confirmed findings (printed statements that fail):")
+        for r in findings:
+            lines.append(f"  {r.claim.id} [{r.claim.result}] verdict={r.verdict}: {r.claim.finding.strip()}")
+    return "\n".join(lines)
+
+
+def failure_text(res: ClaimResult) -> str:
+    """What a failing pytest item prints: bound, estimate, slack, interval, search, repro."""
+    c: Claim = res.claim
+    lines = [f"{c.id} ({c.paper}, {c.result}): verdict {res.verdict!r}, expected {c.expect!r}"
+             + (f" [flags: {', '.join(res.flags)}]" if res.flags else "")]
+    chk = c.check
+    if chk is not None:
+        lines.append(f"  statement: {c.statement}")
+        lines.append(f"  checked: {chk.quantity} {chk.relation} {chk.bound.text}; {c.quantifiers()}")
+    for cfg in res.configs:
+        if cfg.errors:
+            lines.extend(f"  error: {e}" for e in cfg.errors[:3])
+    worst = next((x for x in res.configs if x.index == res.worst_index), None)
+    if worst is not None:
+        lines.append(f"  worst configuration: {worst.params} ({'in' if worst.in_regime else 'OUT OF'} regime)")
+        lines.append(f"    bound {_fmt(worst.bound, 6)}, estimate max {_fmt(worst.value_max, 6)} "
+                     f"median {_fmt(worst.value_median, 6)}, slack min {_fmt(worst.slack_min)} "
+                     f"median {_fmt(worst.slack_median)}")
+        lines.append(f"    violations {worst.violations}/{worst.replicates}, violation-rate interval "
+                     f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
+                     + (f"; method: {worst.method}" if worst.method else ""))
+    if res.scaling:
+        s = res.scaling
+        lines.append(f"  scaling: implied-constant slopes {s.get('implied_constant_slopes')} CI {s.get('slope_ci')}"
+                     f" (tolerance {s.get('tolerance')}); {s.get('reason', '')}")
+    rep = claim_repro(res)
+    if rep:
+        lines.append(f"  reproduce: {rep}")
+    return "\n".join(lines)

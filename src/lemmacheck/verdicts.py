@@ -1,0 +1,219 @@
+"""From per-replicate observations to verdicts, exactly as DESIGN.md defines them.
+
+Per configuration (V violations among N replicates whose hypotheses held, stated failure probability δ):
+    probabilistic  violated if the Clopper–Pearson lower bound on P(violation) exceeds δ;
+                   holds if V/N ≤ δ (no significant violation); inconclusive otherwise or when N = 0.
+    deterministic  violated on one counterexample; holds otherwise.
+    scaling        judged over the sweep: the implied constant Ĉ = quantity / shape (shape = bound with the
+                   hidden constants set to 1) must not grow: fitted exponents of log Ĉ and bootstrap intervals.
+Per claim: in-regime configurations decide; a violation outside the regime only adds the flag
+`violated-out-of-regime`. When no configuration is in regime, the verdict is flagged `out-of-regime`: a
+violation there is not a refutation of the printed statement.
+Intervals use stats.DEFAULT_ALPHA per configuration; see README "False alarms" for the suite-wide rate.
+Comparisons allow a relative rounding tolerance COMPARISON_RTOL: float64 round-off is not a refutation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .claims import Claim, config_values
+from .stats import DEFAULT_ALPHA, clopper_pearson, fit_scaling, scaling_verdict
+
+COMPARISON_RTOL = 1e-12
+ORDER = {"holds": 0, "inconclusive": 1, "violated": 2}
+
+
+@dataclass
+class ConfigResult:
+    index: int
+    params: dict[str, float]
+    seed: int
+    replicates: int  # replicates whose hypotheses held (N)
+    drawn: int  # all replicates drawn
+    violations: int
+    violation_ci: tuple[float, float]
+    slack_min: float | None
+    slack_median: float | None
+    in_regime: bool
+    verdict: str
+    bound: float
+    delta: float
+    vacuous: bool
+    value_max: float | None
+    value_median: float | None
+    conditioning_failures: int
+    worst: dict[str, Any] | None  # shard and replicate of the smallest slack
+    method: str
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["violation_ci"] = list(self.violation_ci)
+        return d
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    verdict: str
+    flags: list[str]
+    configs: list[ConfigResult]
+    scaling: dict[str, Any] | None
+    worst_index: int | None
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == self.claim.expect and not any(c.errors for c in self.configs)
+
+
+def _violates(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
+    tol = COMPARISON_RTOL * abs(bound)
+    if relation == "<=":
+        return value > bound + tol
+    if relation == "<":
+        return value >= bound + tol
+    if relation == ">=":
+        return value < bound - tol
+    return value <= bound - tol  # ">"
+
+
+def slack(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
+    """bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below 1 a violation."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if relation in ("<=", "<"):
+            s = np.where(value > 0, bound / value, np.inf)
+        else:
+            s = value / bound if bound > 0 else np.full_like(value, np.nan)
+    return s
+
+
+def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
+                  valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
+                  errors: list[str], alpha: float = DEFAULT_ALPHA) -> ConfigResult:
+    chk = claim.check
+    assert chk is not None
+    vals = config_values(claim, params)
+    bound = chk.bound.evaluate({**chk.regime_constants, **params}) if chk.constants else chk.bound.evaluate(params)
+    in_regime = True if chk.requires is None else chk.requires.holds(vals)
+    delta = claim.delta(params)
+    finite = np.isfinite(value)
+    if not finite.all() and not errors:
+        errors = errors + [f"{int((~finite).sum())} replicate(s) gave NaN/inf for quantity '{chk.quantity}'"]
+    ok = valid & finite
+    v = value[ok]
+    n = int(ok.sum())
+    viol = _violates(chk.relation, v, bound)
+    k = int(viol.sum())
+    ci = clopper_pearson(k, n, alpha) if n else (0.0, 1.0)
+    sl = slack(chk.relation, v, bound)
+    if errors or n == 0:
+        verdict = "inconclusive"
+    elif claim.mode == "scaling":
+        verdict = "n/a"
+    elif claim.mode == "deterministic":
+        verdict = "violated" if k else "holds"
+    elif ci[0] > delta:
+        verdict = "violated"
+    elif k <= delta * n:
+        verdict = "holds"
+    else:
+        verdict = "inconclusive"
+    vacuous = delta >= 1.0
+    if chk.trivial is not None:
+        t = chk.trivial.evaluate(params)
+        vacuous = vacuous or (bound >= t if chk.relation in ("<=", "<") else bound <= t)
+    worst = None
+    if n:
+        idx = np.flatnonzero(ok)[int(np.nanargmin(np.where(np.isnan(sl), np.inf, sl)))]
+        worst = {"shard": int(shard_of[idx]), "replicate": int(pos_in_shard[idx]), "value": float(value[idx])}
+    return ConfigResult(
+        index, params, seed, n, int(len(value)), k, (float(ci[0]), float(ci[1])),
+        float(sl.min()) if n else None, float(np.median(sl)) if n else None,
+        bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
+        float(v.max()) if n else None, float(np.median(v)) if n else None,
+        int((~valid).sum()), worst, method, seconds, errors)
+
+
+def _aggregate(verdicts: list[str]) -> str | None:
+    vs = [v for v in verdicts if v in ORDER]
+    return max(vs, key=ORDER.__getitem__) if vs else None
+
+
+def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
+    """Fit log Ĉ (implied constant) against log of every parameter that varies; Ĉ must not grow."""
+    chk = claim.check
+    assert chk is not None
+    shape = chk.bound.with_constants({c: 1.0 for c in chk.constants})
+    rows, resp, used = [], [], []
+    for cfg, vals in zip(configs, samples):
+        b = shape.evaluate(cfg.params)
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+        if len(vals) == 0 or not b > 0:
+            continue
+        logc = np.log(vals) - math.log(b)
+        if chk.statistic == "max-log":
+            logc = np.array([logc.max()])
+        rows.append(cfg.params)
+        resp.append(logc)
+        used.append(cfg.index)
+    names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
+    out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
+                           "configs_used": used, "implied_constant": [float(np.exp(r.mean())) for r in resp]}
+    if not names or len(rows) <= len(names):
+        out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
+        return out
+    log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
+    fit = fit_scaling(names, log_x, resp, seed=0)
+    mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in claim.params if rows}
+    claimed = {k: shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid}) for k in names}
+    out.update(
+        verdict=scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance),
+        swept=names,
+        implied_constant_slopes={k: float(s) for k, s in zip(names, fit.slopes)},
+        slope_ci={k: [float(a), float(b)] for k, a, b in zip(names, fit.ci_low, fit.ci_high)},
+        claimed_exponents=claimed,
+        fitted_exponents={k: float(s) + claimed[k] for k, s in zip(names, fit.slopes)},
+        implied_constant_max=float(max(np.exp(r.max()) for r in resp)),
+    )
+    return out
+
+
+def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray] | None = None) -> ClaimResult:
+    if claim.mode == "infeasible":
+        return ClaimResult(claim, "infeasible", [], [], None, None, claim.infeasible)
+    flags: list[str] = []
+    scaling = None
+    inside = [c for c in configs if c.in_regime]
+    outside = [c for c in configs if not c.in_regime]
+    if claim.mode == "scaling":
+        scaling = scaling_analysis(claim, configs, samples or [])
+        verdict = scaling["verdict"]
+        if not inside:
+            flags.append("out-of-regime")
+    else:
+        v_in, v_out = _aggregate([c.verdict for c in inside]), _aggregate([c.verdict for c in outside])
+        if v_in is not None:
+            verdict = v_in  # the stated regime decides
+            if v_out == "violated":
+                flags.append("violated-out-of-regime")  # informative, never a refutation
+        else:
+            verdict = v_out or "inconclusive"
+            flags.append("out-of-regime")
+    if configs and all(c.vacuous for c in configs):
+        flags.append("vacuous")
+    elif any(c.vacuous for c in configs):
+        flags.append("partly-vacuous")
+    if any(c.errors for c in configs):
+        flags.append("errors")
+    if any(c.conditioning_failures for c in configs):
+        flags.append("conditioned")
+    cands = [c for c in configs if c.slack_min is not None]
+    worst = min(cands, key=lambda c: c.slack_min).index if cands else None
+    return ClaimResult(claim, verdict, flags, configs, scaling, worst)
