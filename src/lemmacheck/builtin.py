@@ -2,3 +2,4 @@
 
 from . import inputs  # noqa: F401
 from .quantities import generic, zou2018  # noqa: F401
+from .quantities import allenzhu2018, guo2024  # noqa: F401

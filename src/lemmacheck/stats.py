@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,7 +179,7 @@ def _clopper_pearson_fast(k: int, n: int, alpha: float) -> tuple[float, float]:
     return lower, upper
 
 
-def _root_away_from(f, t0: float, direction: float) -> float:
+def _root_away_from(f: Callable[[float], float], t0: float, direction: float) -> float:
     """Root of the convex ``f`` (with ``f(t0) < 0``) on the side of ``t0`` given by ``direction``."""
     step = 1.0
     t1 = t0 + direction * step

@@ -123,3 +123,61 @@ def conditional_layer_norms(gen: torch.Generator, X: torch.Tensor, dims: list[in
         h = torch.relu(A @ E)  # (R, n, m_l): column j is neuron j's pre-activations at the n inputs
         norms.append(h.norm(dim=-1))
     return norms
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Additions for the full zou2018 claim set (forward statistics without W, losses, training loops).
+
+
+def conditional_forward(gen: torch.Generator, X: torch.Tensor,
+                        dims: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Layer outputs x_0..x_L and pre-activations z_1..z_L at initialisation WITHOUT materialising any W_l.
+
+    Same construction as `conditional_layer_norms` (exact in distribution): given x_{l-1,1..n}, the m_l
+    neurons of layer l are iid, and neuron j's pre-activations at the n inputs are N(0, (2/m_l) G) with G the
+    Gram matrix of x_{l-1}. The returned tensors are in neuron coordinates, so everything that depends on
+    the joint law of (x_{l,i})_{l,i} - norms, distances, ŷ = v^T x_L, near-zero counts |z| <= β, activation
+    patterns - has exactly its law under Gaussian initialisation. Returns (xs, zs) with xs[l] (R, n, m_l)
+    and zs[l-1] = z_l (R, n, m_l)."""
+    xs, zs = [X], []
+    h = X
+    for m_l in dims[1:]:
+        G = h @ h.transpose(-1, -2)
+        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
+        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
+        z = A @ E
+        h = torch.relu(z)
+        zs.append(z)
+        xs.append(h)
+    return xs, zs
+
+
+def loss_value(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """L_S(W) = (1/n) Σ_i ℓ(y_i ŷ_i) for the logistic loss, per replicate (R,)."""
+    return logistic(y * forward(Ws, X).out).mean(-1)
+
+
+def margins(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return y * forward(Ws, X).out
+
+
+def random_minibatch(gen: torch.Generator, R: int, n: int, B: int, dtype=torch.float64) -> torch.Tensor:
+    """(R, n) 0/1 masks of uniform size-B subsets of [n] drawn without replacement (catalogue §1.5)."""
+    order = torch.rand(R, n, generator=gen, dtype=torch.float64).argsort(-1)
+    mask = torch.zeros(R, n, dtype=dtype)
+    mask.scatter_(1, order[:, :B], 1.0)
+    return mask
+
+
+def all_minibatches(n: int, B: int, dtype=torch.float64) -> torch.Tensor:
+    """Every size-B subset of [n] as a (C(n,B), n) 0/1 matrix (exact expectations over SGD minibatches)."""
+    import itertools
+
+    rows = [[1.0 if i in c else 0.0 for i in range(n)] for c in itertools.combinations(range(n), B)]
+    return torch.tensor(rows, dtype=dtype)
+
+
+def per_sample_gradient_norms(Ws: list[torch.Tensor], fwd: Forward,
+                              bs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """||∇_{W_l} f(x_i)||_F = ||x_{l-1,i}|| ||b_{l,i}|| (rank one, so also the spectral norm), (R, n) per l."""
+    return [x.norm(dim=-1) * b.norm(dim=-1) for x, b in zip(fwd.x[:-1], bs)]

@@ -37,3 +37,241 @@ def telescoping_ratio(ctx: Context) -> Observation:
     q = 1 - 2 * p
     ratio = eps * q / (-torch.expm1(q * torch.log1p(-eps)))
     return Observation(ratio, extras={"a_over_b": 1 - eps, "p": p}, method="closed form in (a/b, p)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# zou2018: setting-free lemmas and embedded claims (Lemmas A.3, A.11, C.5; embedded claims E5-E8).
+
+_ASIN_SERIES = (1 / 6, 3 / 40, 5 / 112, 35 / 1152, 63 / 2816, 231 / 13312, 143 / 10240)  # asin(s) = s + sum c_k s^(2k+1)
+
+
+def arcsin_tail(s: torch.Tensor, start: int = 1) -> torch.Tensor:
+    """asin(s) - s - sum_{k < start} c_k s^(2k+1), computed without cancellation: the Maclaurin tail for s < 0.05
+    (truncation error < 1e-17 relative), direct subtraction above (where the tail is >= 1e-9 of asin(s))."""
+    small = s.abs() < 0.05
+    ser = torch.zeros_like(s)
+    for k, c in enumerate(_ASIN_SERIES, 1):
+        if k >= start:
+            ser = ser + c * s ** (2 * k + 1)
+    direct = torch.asin(s) - s
+    for k, c in enumerate(_ASIN_SERIES[: start - 1], 1):
+        direct = direct - c * s ** (2 * k + 1)
+    return torch.where(small, ser, direct)
+
+
+def arccos_kernel(alpha: torch.Tensor) -> torch.Tensor:
+    """E[sigma(Z1) sigma(Z2)] for standard jointly Gaussian Z1, Z2 with correlation alpha (Cho & Saul degree 1):
+    (sqrt(1 - alpha^2) + (pi - arccos(alpha)) alpha) / (2 pi)."""
+    return (torch.sqrt((1 - alpha ** 2).clamp_min(0)) + (math.pi - torch.arccos(alpha)) * alpha) / (2 * math.pi)
+
+
+def relu_excess_at_boundary(theta: torch.Tensor) -> torch.Tensor:
+    """E[sigma(Z1)sigma(Z2)] - 1/2 + theta^2/4 at alpha = 1 - theta^2/2, stably.
+
+    With psi = arccos(1 - theta^2/2) = 2 asin(theta/2): excess = (sin psi - psi cos psi) / (2 pi). For small psi
+    the difference cancels, so use sin psi - psi cos psi = sum_{k>=1} (-1)^(k+1) 2k psi^(2k+1) / (2k+1)!."""
+    psi = 2 * torch.asin(theta / 2)
+    ser = torch.zeros_like(psi)
+    term_sign = 1.0
+    for k in range(1, 9):
+        ser = ser + term_sign * 2 * k * psi ** (2 * k + 1) / math.factorial(2 * k + 1)
+        term_sign = -term_sign
+    direct = torch.sin(psi) - psi * torch.cos(psi)
+    return torch.where(psi < 0.5, ser, direct) / (2 * math.pi)
+
+
+@QUANTITIES.register("relu-correlation-excess", "Lemma A.3: sup over correlations alpha <= 1 - theta^2/2 of "
+                     "E[sigma(Z1)sigma(Z2)] - 1/2 + theta^2/4 (closed form; the boundary alpha plus random alphas "
+                     "below it, so the paper's monotonicity step is checked too)", networks=("scalar",))
+def relu_correlation_excess(ctx: Context) -> Observation:
+    R = ctx.replicates
+    theta = torch.full((R,), ctx.p("theta"), dtype=torch.float64)
+    boundary = relu_excess_at_boundary(theta)
+    amax = 1 - theta ** 2 / 2
+    alphas = -1 + (amax.unsqueeze(-1) + 1) * torch.rand(R, 16, generator=ctx.generator, dtype=torch.float64)
+    others = arccos_kernel(alphas) - 0.5 + theta.unsqueeze(-1) ** 2 / 4
+    value = torch.maximum(boundary, others.amax(-1))
+    return Observation(value, extras={"interior_beats_boundary": (others.amax(-1) > boundary).to(torch.float64)},
+                       method="closed form (arc-cosine kernel), cancellation-free series at the boundary")
+
+
+@QUANTITIES.register("relu-integral-quadrature-error", "E7: max absolute error between numerical quadrature of the "
+                     "printed integrals I_1, I_2 (proof of Lemma A.3) and their closed forms, and of alpha/2 + I_1 + "
+                     "I_2 against the arc-cosine kernel, at random alpha in (-1, 1)", networks=("scalar",))
+def relu_integral_quadrature_error(ctx: Context) -> Observation:
+    from scipy import integrate
+
+    R = ctx.replicates
+    lo = ctx.p("alpha_min", -0.99)
+    alphas = lo + (0.999 - lo) * torch.rand(R, generator=ctx.generator, dtype=torch.float64)
+    out = torch.empty(R, dtype=torch.float64)
+    for r, a in enumerate(alphas.tolist()):
+        c = math.sqrt(1 - a * a)
+        lower = lambda u1: a * u1 / c  # noqa: E731
+        f1 = lambda u2, u1: u1 * u2 * math.exp(-0.5 * (u1 * u1 + u2 * u2))  # noqa: E731
+        f2 = lambda u2, u1: u1 * u1 * math.exp(-0.5 * (u1 * u1 + u2 * u2))  # noqa: E731
+        q1 = c / (2 * math.pi) * integrate.dblquad(f1, 0, math.inf, lower, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
+        q2 = -a / (2 * math.pi) * integrate.dblquad(f2, 0, math.inf, lower, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
+        c1 = c ** 3 / (2 * math.pi)
+        c2 = -a * math.acos(a) / (2 * math.pi) + a * a * c / (2 * math.pi)
+        k = float(arccos_kernel(torch.tensor(a, dtype=torch.float64)))
+        out[r] = max(abs(q1 - c1), abs(q2 - c2), abs(a / 2 + q1 + q2 - k))
+    return Observation(out, extras={"alpha": alphas}, method="scipy dblquad (epsabs 1e-13) vs closed forms")
+
+
+@QUANTITIES.register("arccos-series-residual", "E7: |arccos(1 - x) - sqrt(2x) - (sqrt(2)/12) x^{3/2}| at x (the "
+                     "expansion in the proof of Lemma A.3), computed without cancellation as 2 asin(sqrt(x/2)) minus "
+                     "its first two Maclaurin terms", networks=("scalar",))
+def arccos_series_residual(ctx: Context) -> Observation:
+    R = ctx.replicates
+    x = torch.full((R,), ctx.p("x"), dtype=torch.float64)
+    s = torch.sqrt(x / 2)
+    # arccos(1 - x) = 2 asin(sqrt(x/2)); sqrt(2x) = 2 s; (sqrt2/12) x^{3/2} = s^3/3 = 2 (s^3 / 6)
+    return Observation((2 * arcsin_tail(s, start=2)).abs(), method="Maclaurin tail of asin (no cancellation)")
+
+
+def _subset_means(u: torch.Tensor, B: int) -> torch.Tensor:
+    """(1/B) sum_{i in S} u_i for every size-B subset S of [n]: u (R, n) -> (R, C(n, B))."""
+    from ..nets.zou2018 import all_minibatches
+
+    S = all_minibatches(u.shape[-1], B, u.dtype)
+    return u @ S.T / B
+
+
+def _zero_sum_draws(ctx: Context, R: int, n: int) -> torch.Tensor:
+    """Vectors with sum 0 from several shapes (Gaussian, one spike, two-point, heavy-tailed), mixed per replicate."""
+    g = ctx.generator
+    kind = torch.randint(0, 4, (R, 1), generator=g)
+    gauss = torch.randn(R, n, generator=g, dtype=torch.float64)
+    spike = torch.zeros(R, n, dtype=torch.float64)
+    spike[:, 0] = 1.0
+    two = (torch.rand(R, n, generator=g, dtype=torch.float64) < 0.5).to(torch.float64)
+    two[:, 0], two[:, 1] = 1.0, 0.0  # never constant
+    heavy = torch.randn(R, n, generator=g, dtype=torch.float64) / torch.rand(
+        R, n, generator=g, dtype=torch.float64).clamp_min(1e-6)
+    u = torch.where(kind == 0, gauss, torch.where(kind == 1, spike, torch.where(kind == 2, two, heavy)))
+    u = u * log_uniform(ctx, 1e-6, 1e6, R).unsqueeze(-1)
+    return u - u.mean(-1, keepdim=True)
+
+
+@QUANTITIES.register("minibatch-variance-ratio", "Lemma C.5: E_B[((1/B) sum_{i in B} u_i)^2] / ((1/B)(1/n) sum_i u_i^2)"
+                     " for sum_i u_i = 0, the expectation over all C(n, B) subsets enumerated exactly",
+                     networks=("scalar",))
+def minibatch_variance_ratio(ctx: Context) -> Observation:
+    n, B = ctx.i("n"), ctx.i("B")
+    u = _zero_sum_draws(ctx, ctx.replicates, n)
+    lhs = (_subset_means(u, B) ** 2).mean(-1)
+    rhs = (u ** 2).mean(-1) / B
+    return Observation(lhs / rhs, method="exact enumeration of all minibatches")
+
+
+@QUANTITIES.register("minibatch-chain-ratio", "E5 ((C.15)-(C.16)): max of LHS/middle and middle/RHS in "
+                     "E_B[((1/B) sum_B z_i)^2] <= (1/(nB)) sum z_i^2 + ((1/n) sum z_i)^2 <= (2/(nB)) (sum z_i)^2 for "
+                     "z_i = -l'_i >= 0, exact enumeration of minibatches", networks=("scalar",))
+def minibatch_chain_ratio(ctx: Context) -> Observation:
+    n, B, R = ctx.i("n"), ctx.i("B"), ctx.replicates
+    g = ctx.generator
+    margins = torch.randn(R, n, generator=g, dtype=torch.float64) * log_uniform(ctx, 1e-2, 30, R).unsqueeze(-1)
+    z = torch.sigmoid(-margins)  # -l'(margin) for the logistic loss, in (0, 1)
+    sparse = torch.rand(R, 1, generator=g) < 0.3  # also: one dominant term (the near-equality case of sum z^2 <= (sum z)^2)
+    z = torch.where(sparse, z * (torch.arange(n) == 0).to(z.dtype) + 1e-12 * z, z)
+    lhs = (_subset_means(z, B) ** 2).mean(-1)
+    mid = (z ** 2).sum(-1) / (n * B) + z.mean(-1) ** 2
+    rhs = 2 / (n * B) * z.sum(-1) ** 2
+    return Observation(torch.maximum(lhs / mid, mid / rhs), method="exact enumeration of all minibatches")
+
+
+@QUANTITIES.register("flip-count-ratio", "E6: #{j : 1{z~_j > 0} != 1{z_j > 0}} / (#{j : |z_j| <= beta} + ||z~ - z||^2 "
+                     "/ beta^2) over random and boundary-seeking (z, z~, beta), exact zeros included (0/0 := 0)",
+                     networks=("scalar",))
+def flip_count_ratio(ctx: Context) -> Observation:
+    R, m = ctx.replicates, ctx.i("m")
+    g = ctx.generator
+    beta = log_uniform(ctx, 1e-3, 1.0, R).unsqueeze(-1)
+    z = torch.randn(R, m, generator=g, dtype=torch.float64) * log_uniform(ctx, 1e-3, 10, R).unsqueeze(-1)
+    z = torch.where(torch.rand(R, m, generator=g) < 0.1, torch.zeros_like(z), z)  # exact zeros
+    mode = torch.randint(0, 3, (R, 1), generator=g)
+    noise = torch.randn(R, m, generator=g, dtype=torch.float64) * beta * log_uniform(ctx, 1e-3, 10, R).unsqueeze(-1)
+    # boundary-seeking: entries just outside [-beta, beta] pushed exactly across 0 (each costs ~beta^2), and
+    # exact zeros nudged positive (free flips inside the band)
+    edge = torch.sign(z) * beta * (1 + 1e-12 + log_uniform(ctx, 1e-12, 1e-3, R).unsqueeze(-1))
+    z_edge = torch.where(torch.rand(R, m, generator=g) < 0.5, edge, z)
+    zt_edge = torch.where(z_edge.abs() > beta, -1e-300 * torch.sign(z_edge), torch.where(z_edge == 0, 1e-300, z_edge))
+    zz = torch.where(mode == 2, z_edge, z)
+    zt = torch.where(mode == 0, z + noise, torch.where(mode == 1, -z, zt_edge))
+    flips = ((zt > 0) != (zz > 0)).sum(-1).to(torch.float64)
+    denom = (zz.abs() <= beta).sum(-1).to(torch.float64) + ((zt - zz) ** 2).sum(-1) / beta.squeeze(-1) ** 2
+    return Observation(torch.where(flips == 0, torch.zeros_like(flips), flips / denom),
+                       method="random + boundary-seeking draws")
+
+
+def smoothed_hinge(x: torch.Tensor) -> torch.Tensor:
+    """l(x) = 1/2 - x (x <= 0), (1 - x)^2 / 2 (0 < x < 1), 0 (x >= 1): continuous, non-increasing, l -> 0, 1-Lipschitz,
+    1-smooth, and A3.2 holds with x_0 = 0, alpha_0 = 1, alpha_1 = sqrt(2), p = 1/2. It reaches 0 at x = 1."""
+    return torch.where(x <= 0, 0.5 - x, torch.where(x < 1, (1 - x) ** 2 / 2, torch.zeros_like(x)))
+
+
+@QUANTITIES.register("zero-error-margin", "E8: min_i y_i ŷ_i over margin vectors with L_S <= l(0)/n (others are "
+                     "not valid), boundary-seeking draws; loss = 0 logistic, 1 smoothed hinge (both satisfy A3.1-3.4)",
+                     networks=("scalar",))
+def zero_error_margin(ctx: Context) -> Observation:
+    R, n = ctx.replicates, ctx.i("n")
+    g = ctx.generator
+    loss = smoothed_hinge if ctx.i("loss") == 1 else (lambda x: torch.nn.functional.softplus(-x))
+    rest = log_uniform(ctx, 1.0, 1e3, R * n).reshape(R, n)  # margins >= 1 (l = 0 for the hinge)
+    first = torch.where(torch.rand(R, generator=g) < 0.5, torch.zeros(R, dtype=torch.float64),
+                        torch.randn(R, generator=g, dtype=torch.float64) * log_uniform(ctx, 1e-9, 1.0, R))
+    marg = torch.cat([first.unsqueeze(-1), rest[:, 1:]], -1)
+    ell0 = float(loss(torch.zeros((), dtype=torch.float64)))
+    LS = loss(marg).mean(-1)
+    return Observation(marg.amin(-1), valid=LS <= ell0 / n, extras={"L_S": LS},
+                       method="boundary-seeking margin vectors")
+
+
+def _circle_points(ctx: Context, R: int, n: int, phi: float) -> torch.Tensor:
+    """n unit vectors in R^2 with pairwise distance >= phi: consecutive angular gaps theta = 2 asin(phi/2) plus a
+    random share of the slack (args.geometry = 'arc': all gaps exactly theta, the tightest configuration)."""
+    theta = 2 * math.asin(min(phi, 2.0) / 2)
+    if n * theta > 2 * math.pi + 1e-12:
+        raise ValueError(f"cannot place n={n} points on S^1 with separation {phi}")
+    g = ctx.generator
+    if ctx.arg("geometry", "arc") == "arc":
+        gaps = torch.full((R, n), theta, dtype=torch.float64)
+    else:
+        w = -torch.log(torch.rand(R, n, generator=g, dtype=torch.float64))
+        gaps = theta + (2 * math.pi - n * theta) * w / w.sum(-1, keepdim=True)
+    ang = torch.rand(R, 1, generator=g, dtype=torch.float64) * 2 * math.pi + torch.cumsum(gaps, -1) - gaps
+    return torch.stack([torch.cos(ang), torch.sin(ang)], -1)
+
+
+def li_liang_probabilities(Z: torch.Tensor, A: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Exact P_w[||h(w)|| >= threshold] in d = 2, h(w) = sum_i a_i 1{<w, z_i> > 0} z_i, w ~ N(0, I_2).
+
+    The direction of w is uniform and h is constant on each arc between the 2n angles theta_i +- pi/2, so the
+    probability is a sum of arc lengths. Z (R, n, 2), A (R, K, n), threshold (R, K) -> (R, K)."""
+    ang = torch.atan2(Z[..., 1], Z[..., 0])  # (R, n)
+    bnd = torch.cat([ang + math.pi / 2, ang - math.pi / 2], -1).remainder(2 * math.pi).sort(-1).values
+    nxt = torch.cat([bnd[:, 1:], bnd[:, :1] + 2 * math.pi], -1)
+    mid = (bnd + nxt) / 2  # (R, 2n)
+    length = nxt - bnd
+    w = torch.stack([torch.cos(mid), torch.sin(mid)], -1)  # (R, 2n, 2)
+    act = ((w @ Z.transpose(-1, -2)) > 0).to(Z.dtype)  # (R, 2n, n)
+    h = (act.unsqueeze(1) * A.unsqueeze(2)) @ Z.unsqueeze(1)  # (R, K, 2n, 2)
+    big = (h.norm(dim=-1) >= threshold.unsqueeze(-1)).to(Z.dtype)
+    return (big * length.unsqueeze(1)).sum(-1) / (2 * math.pi)
+
+
+@QUANTITIES.register("li-liang-probability", "Lemma A.11: min over a (structured search) of P_w[||h(w)|| >= t "
+                     "max|a_i| phi/n] for n unit vectors with separation phi; exact arc enumeration in d = 2",
+                     networks=("scalar",))
+def li_liang_probability(ctx: Context) -> Observation:
+    from .zou2018 import _candidate_coefficients
+
+    R, n, t = ctx.replicates, ctx.i("n"), ctx.p("t")
+    phi = ctx.p("phi") if "phi" in ctx.params else 1.0 / ctx.p("iphi")
+    Z = _circle_points(ctx, R, n, phi)
+    A = _candidate_coefficients(ctx.generator, R, n, Z @ Z.transpose(-1, -2))
+    thr = t * A.abs().amax(-1) * phi / n
+    p = li_liang_probabilities(Z, A, thr)
+    return Observation(p.amin(-1), extras={"candidate": p.argmin(-1).to(torch.float64)},
+                       method="exact arc enumeration (d = 2), structured search over a")

@@ -86,3 +86,628 @@ def sparse_backward_sup(ctx: Context) -> Observation:
     s = ctx.i("s")
     value = torch.stack([top_s_norm(u, s).amax(-1) for u in us], -1).amax(-1)
     return Observation(value, method="exact top-s norm")
+
+
+# =========================================================================================================
+# The full zou2018 claim set. Conventions shared by the estimators below:
+#   * float64 throughout; all randomness from ctx.generator.
+#   * Forward-only statements at initialisation use the exact Gaussian-conditioning sampler
+#     (net.conditional_forward): exact in distribution, no W materialised.
+#   * Statements that hold "given Theorem 5.1" (Appendix B/C) verify the verifiable events exactly on every
+#     draw (item (i), and item (iv) at the beta in use) and return them as `valid`; the rest (items (ii),
+#     (iii), (v)-(vii), hidden constants) cannot be verified and are reported as unverified in the notes.
+#   * Bounds that involve per-replicate random quantities (sums of l') are folded into the quantity as a
+#     ratio, so a claim's bound is a function of the parameters only.
+# =========================================================================================================
+
+import math  # noqa: E402
+
+from ..search import random_perturbation  # noqa: E402
+
+
+def _cond(ctx: Context) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    X = ctx.inputs()
+    xs, zs = net.conditional_forward(ctx.generator, X, _dims(ctx))
+    return X, xs, zs
+
+
+def _M(dims: list[int]) -> int:
+    return max(dims[1:])
+
+
+def _phi(ctx: Context) -> float:
+    """The separation phi, declared either directly or (scaling claims, whose swept parameters are oriented so the
+    statement's asymptotic regime is parameter -> infinity) as iphi = 1/phi."""
+    return ctx.p("phi") if "phi" in ctx.params else 1.0 / ctx.p("iphi")
+
+
+def _pair_distances(h: torch.Tensor) -> torch.Tensor:
+    """||h_i - h_j|| for i < j, (R, n(n-1)/2), from the Gram matrix (float64: the cancellation costs at most
+    ~1e-8 relative accuracy at distances 1e-4, far below any bound's resolution)."""
+    G = h @ h.transpose(-1, -2)
+    sq = G.diagonal(dim1=-2, dim2=-1)
+    iu = torch.triu_indices(h.shape[-2], h.shape[-2], 1)
+    d2 = sq[..., iu[0]] + sq[..., iu[1]] - 2 * G[..., iu[0], iu[1]]
+    return d2.clamp_min(0).sqrt()
+
+
+@QUANTITIES.register("min-layer-separation", "min over l in [L], i < i' of ||x_{l,i} - x_{l,i'}|| (args.normalized:"
+                     " of the unit-normalised features; args.decay: divided by [1 - log(2)/(2L)]^l), exact sampler",
+                     networks=NET)
+def min_layer_separation(ctx: Context) -> Observation:
+    X, xs, _ = _cond(ctx)
+    L = len(xs) - 1
+    normalized = bool(ctx.arg("normalized", False))
+    decay = 1 - math.log(2) / (2 * L) if ctx.arg("decay", False) else 1.0
+    vals = []
+    for l in range(1, L + 1):
+        h = xs[l]
+        if normalized:
+            h = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        vals.append(_pair_distances(h).amin(-1) / decay ** l)
+    v = torch.stack(vals, -1)
+    return Observation(v.amin(-1), extras={"worst_layer": v.argmin(-1).to(torch.float64) + 1},
+                       method="Gaussian-conditioning sampler (exact in distribution)")
+
+
+@QUANTITIES.register("max-output-magnitude", "max over i of |ŷ_i| = |v^T x_{L,i}| at Gaussian initialisation "
+                     "(exact sampler)", networks=NET)
+def max_output_magnitude(ctx: Context) -> Observation:
+    X, xs, _ = _cond(ctx)
+    v = net.output_vector(xs[-1].shape[-1], xs[-1].dtype)
+    return Observation((xs[-1] @ v).abs().amax(-1), method="Gaussian-conditioning sampler (exact in distribution)")
+
+
+def _near_zero_ratio(zs: list[torch.Tensor], beta: float) -> torch.Tensor:
+    """max over l, i of |{j : |z_{l,i,j}| <= beta}| / (2 m_l^{3/2} beta), (R,)."""
+    out = []
+    for z in zs:
+        m_l = z.shape[-1]
+        out.append(((z.abs() <= beta).sum(-1).to(z.dtype) / (2 * m_l ** 1.5 * beta)).amax(-1))
+    return torch.stack(out, -1).amax(-1)
+
+
+@QUANTITIES.register("near-zero-preactivation-ratio", "max over l, i of |S_{l,i}(beta)| / (2 m_l^{3/2} beta), "
+                     "S_{l,i}(beta) = {j : |<w_{l,j}, x_{l-1,i}>| <= beta} (Theorem 5.1(iv)), exact sampler",
+                     networks=NET)
+def near_zero_preactivation_ratio(ctx: Context) -> Observation:
+    X, xs, zs = _cond(ctx)
+    return Observation(_near_zero_ratio(zs, ctx.p("beta")),
+                       method="exact count, Gaussian-conditioning sampler (exact in distribution)")
+
+
+@QUANTITIES.register("masked-product-norm", "max over i, 1 <= l1 < l2 <= L of Lambda = ||W_{l2}^T Sigma_{l2-1,i} "
+                     "W_{l2-1}^T ... Sigma_{l1,i} W_{l1}^T||_2 (Lemma A.8), exact SVD", networks=NET)
+def masked_product_norm(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    L, n = len(Ws), X.shape[-2]
+    best = torch.zeros(ctx.replicates, dtype=X.dtype)
+    where = torch.zeros(ctx.replicates, 2, dtype=X.dtype)
+    methods = set()
+    for l1 in range(1, L):
+        P = Ws[l1 - 1].transpose(-1, -2).unsqueeze(1).expand(-1, n, -1, -1)  # W_{l1}^T: m_{l1} x m_{l1-1}
+        for l2 in range(l1 + 1, L + 1):
+            P = Ws[l2 - 1].transpose(-1, -2).unsqueeze(1) @ (fwd.mask(l2 - 1).unsqueeze(-1) * P)
+            s, meth = spectral_norm(P)
+            methods.add(meth)
+            s = s.amax(-1)
+            better = s > best
+            best = torch.where(better, s, best)
+            where[better] = torch.tensor([float(l1), float(l2)], dtype=X.dtype)
+    if L < 2:
+        raise ValueError("Lemma A.8 needs L >= 2 (pairs l1 < l2)")
+    return Observation(best, extras={"l1": where[:, 0], "l2": where[:, 1]}, method=",".join(sorted(methods)))
+
+
+def _node_norms2(a: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """||(1/n) sum_i a_i S_ij x_i||^2 for every node j: a (R, K, n), S (R, n, m), G (R, n, n) -> (R, K, m)."""
+    n = S.shape[-2]
+    Q = a.unsqueeze(-1) * S.unsqueeze(1)  # (R, K, n, m)
+    GQ = G.unsqueeze(1) @ Q
+    return (Q * GQ).sum(-2) / n ** 2
+
+
+def _candidate_coefficients(gen: torch.Generator, R: int, n: int, H: torch.Tensor | None,
+                            n_random: int = 16) -> torch.Tensor:
+    """Structured search set for "for any a in R^n": e_i, e_i +- e_j, random signs, Gaussian directions and
+    (when H is given) the eigenvectors of H with the smallest eigenvalues. (R, K, n)."""
+    eye = torch.eye(n, dtype=torch.float64)
+    rows = [eye]
+    if n >= 2:
+        iu = torch.triu_indices(n, n, 1)
+        rows += [eye[iu[0]] - eye[iu[1]], eye[iu[0]] + eye[iu[1]]]
+    rows.append(torch.randint(0, 2, (n_random, n), generator=gen).to(torch.float64) * 2 - 1)
+    rows.append(torch.randn(n_random, n, generator=gen, dtype=torch.float64))
+    A = torch.cat(rows).unsqueeze(0).expand(R, -1, -1)
+    if H is not None:
+        _, vecs = torch.linalg.eigh(H)
+        A = torch.cat([A, vecs[..., : min(n, 4)].transpose(-1, -2)], 1)
+    return A
+
+
+@QUANTITIES.register("gradient-carrying-node-count", "min over a (structured search) of #{j : ||(1/n) sum_i a_i "
+                     "sigma'(<w_{L,j}, x_{L-1,i}>) x_{L-1,i}|| >= t ||a||_inf phi / n^2} (Lemma A.10), exact sampler",
+                     networks=NET)
+def gradient_carrying_node_count(ctx: Context) -> Observation:
+    X, xs, zs = _cond(ctx)
+    n, phi, t = X.shape[-2], _phi(ctx), ctx.p("t")
+    xL1 = xs[-2]
+    S = (zs[-1] > 0).to(X.dtype)
+    G = xL1 @ xL1.transpose(-1, -2)
+    H = G * (S @ S.transpose(-1, -2))
+    A = _candidate_coefficients(ctx.generator, ctx.replicates, n, H)
+    thr = t * phi / n ** 2 * A.abs().amax(-1)  # (R, K)
+    counts = []
+    for k0 in range(0, A.shape[1], 32):
+        nrm2 = _node_norms2(A[:, k0:k0 + 32], S, G)
+        counts.append((nrm2 >= thr[:, k0:k0 + 32, None] ** 2).sum(-1))
+    counts = torch.cat(counts, 1).to(X.dtype)
+    return Observation(counts.amin(-1), extras={"candidate": counts.argmin(-1).to(X.dtype)},
+                       method="structured search over a (e_i, e_i+-e_j, signs, Gaussian, eigvecs of G∘SS^T); exact counts")
+
+
+@QUANTITIES.register("norm-increment", "max over l, i of (||x_{l,i}||^2 - ||x_{l-1,i}||^2)/||x_{l-1,i}||^2 * "
+                     "sqrt(m_l/m) (args.two_sided: absolute value) (Lemma A.1), exact sampler", networks=NET)
+def norm_increment(ctx: Context) -> Observation:
+    X = ctx.inputs()
+    dims = _dims(ctx)
+    norms = net.conditional_layer_norms(ctx.generator, X, dims)
+    m = min(dims[1:])
+    vals = []
+    for l in range(1, len(dims)):
+        rel = (norms[l] ** 2 - norms[l - 1] ** 2) / norms[l - 1] ** 2 * math.sqrt(dims[l] / m)
+        vals.append(rel.abs() if ctx.arg("two_sided", False) else rel)
+    return Observation(torch.stack(vals, -1).amax(-1).amax(-1),
+                       method="Gaussian-conditioning sampler (exact in distribution)")
+
+
+@QUANTITIES.register("norm-drift", "max over l, i of | ||x_{l,i}|| - 1 | / l (Corollary A.2), exact sampler",
+                     networks=NET)
+def norm_drift(ctx: Context) -> Observation:
+    X = ctx.inputs()
+    norms = net.conditional_layer_norms(ctx.generator, X, _dims(ctx))
+    vals = [((norms[l] - 1).abs() / l).amax(-1) for l in range(1, len(norms))]
+    return Observation(torch.stack(vals, -1).amax(-1), method="Gaussian-conditioning sampler (exact in distribution)")
+
+
+# ------------------------------------------------------------------------------ perturbation region (App. B)
+
+
+def _valid_iv(zs: list[torch.Tensor], betas: list[float]) -> torch.Tensor:
+    """Theorem 5.1(iv) at layer-specific beta_l, verified exactly: |S_{l,i}(beta_l)| <= 2 m_l^{3/2} beta_l."""
+    ok = torch.ones(zs[0].shape[0], dtype=torch.bool)
+    for z, b in zip(zs, betas):
+        m_l = z.shape[-1]
+        ok &= ((z.abs() <= b).sum(-1) <= 2 * m_l ** 1.5 * b).all(-1)
+    return ok
+
+
+@QUANTITIES.register("perturbed-weight-norm", "sup over ||W~_l - W_l||_2 <= tau of max_l ||W~_l||_2, attained "
+                     "exactly by the aligned rank-one perturbation (= max_l ||W_l||_2 + tau), given Theorem 5.1(i)",
+                     networks=NET)
+def perturbed_weight_norm(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    tau = ctx.p("tau")
+    vals = []
+    for W in Ws:
+        U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+        Wt = W + tau * U[..., :, :1] @ Vh[..., :1, :]  # the maximiser: tau u_1 v_1^T, spectral norm exactly tau
+        vals.append(spectral_norm(Wt)[0])
+    return Observation(torch.stack(vals, -1).amax(-1), valid=_theorem_5_1_i(Ws, fwd),
+                       method="exact: W + tau u1 v1^T attains the sup (triangle inequality is tight)")
+
+
+def greedy_flip_perturbation(Ws: list[torch.Tensor], X: torch.Tensor, tau: float, fwd: net.Forward,
+                             target: int) -> list[torch.Tensor]:
+    """A perturbation {Delta_l}, ||Delta_l||_2 <= tau, that flips as many activations of sample `target` as the
+    rank-one budget allows, layer by layer (catalogue P1, greedy).
+
+    At layer l, with x~ = x~_{l-1,target} the perturbed input, Delta_l = x~ delta^T / ||x~||^2 moves the
+    pre-activation W_l^T x~ by exactly delta, with ||Delta_l||_2 = ||delta|| / ||x~|| <= tau iff ||delta|| <=
+    tau ||x~||. A neuron whose sign (w.r.t. the unperturbed pattern Sigma_{l,target}) is not yet flipped costs
+    ~z_j^2 to flip, so taking the cheapest first maximises the count at that layer: for l = 1 this is the exact
+    supremum of ||Sigma~_1 - Sigma_1||_0 over the spectral ball. Returns Delta_1..Delta_L, (R, m_{l-1}, m_l)."""
+    h = X[:, target]
+    Ds = []
+    for l, W in enumerate(Ws, 1):
+        z0 = fwd.z[l - 1][:, target]
+        zc = (h.unsqueeze(-2) @ W).squeeze(-2)  # W_l^T x~
+        already = (zc > 0) != (z0 > 0)
+        cost = torch.where(already, torch.zeros_like(zc), (zc * (1 + 1e-9)) ** 2)
+        cost = torch.where((zc == 0) & ~already, torch.full_like(zc, math.inf), cost)
+        order = cost.argsort(-1)
+        csum = cost.gather(-1, order).cumsum(-1)
+        budget = (tau * h.norm(dim=-1, keepdim=True)) ** 2
+        chosen = torch.zeros_like(already)
+        chosen.scatter_(-1, order, csum <= budget)
+        delta = torch.where(chosen & ~already, -zc * (1 + 1e-9), torch.zeros_like(zc))
+        hn2 = (h * h).sum(-1, keepdim=True).clamp_min(1e-300)
+        D = h.unsqueeze(-1) * (delta / hn2).unsqueeze(-2)
+        Ds.append(D)
+        h = torch.relu(zc + delta)
+    return Ds
+
+
+def _flip_counts(Ws: list[torch.Tensor], X: torch.Tensor, fwd: net.Forward) -> list[torch.Tensor]:
+    """||Sigma~_{l,i} - Sigma_{l,i}||_0 for every l, i under weights Ws (pattern of fwd is the unperturbed one)."""
+    pert = net.forward(Ws, X)
+    return [((zt > 0) != (z > 0)).sum(-1).to(X.dtype) for zt, z in zip(pert.z, fwd.z)]
+
+
+@QUANTITIES.register("activation-flip-ratio", "sup over ||W~_l - W_l||_2 <= tau of max_{l,i} ||Sigma~_{l,i} - "
+                     "Sigma_{l,i}||_0 / (3 4^L m_l tau^{2/3}) (lower estimate: greedy rank-one flips per sample + "
+                     "random), given Theorem 5.1(i) and (iv) at beta_l = 4^L tau^{2/3} m_l^{-1/2}", networks=NET)
+def activation_flip_ratio(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    tau, L, n = ctx.p("tau"), len(Ws), X.shape[-2]
+    dims = [W.shape[-1] for W in Ws]
+    scale = [3 * 4 ** L * m_l * tau ** (2 / 3) for m_l in dims]
+    betas = [4 ** L * tau ** (2 / 3) / math.sqrt(m_l) for m_l in dims]
+    valid = _theorem_5_1_i(Ws, fwd) & _valid_iv(fwd.z, betas)
+    best = torch.zeros(ctx.replicates, dtype=X.dtype)
+    found = torch.zeros_like(best)
+    # random perturbations (P0), a few draws
+    for _ in range(int(ctx.arg("random_draws", 2))):
+        Wt = [W + D for W, D in zip(Ws, random_perturbation(ctx.generator, Ws, tau))]
+        r = torch.stack([(c / s).amax(-1) for c, s in zip(_flip_counts(Wt, X, fwd), scale)], -1).amax(-1)
+        best = torch.maximum(best, r)
+    if ctx.search in ("gradient", "adversarial", "exhaustive"):
+        for i in range(n):
+            Ds = greedy_flip_perturbation(Ws, X, tau, fwd, i)
+            Wt = [W + D for W, D in zip(Ws, Ds)]
+            r = torch.stack([(c / s).amax(-1) for c, s in zip(_flip_counts(Wt, X, fwd), scale)], -1).amax(-1)
+            found = torch.where(r > best, torch.ones_like(found), found)
+            best = torch.maximum(best, r)
+    return Observation(best, valid=valid, extras={"found_by_greedy": found},
+                       method=f"search={ctx.search} (random + greedy rank-one flips; layer 1 greedy is the exact sup)")
+
+
+@QUANTITIES.register("union-flip-ratio", "sup over ||W~_l - W_l||_2 <= tau of |{j : exists i, (Sigma~_{L,i} - "
+                     "Sigma_{L,i})_jj != 0}| / (3 n 4^L m_L tau^{2/3}) under ONE common perturbation (Lemma B.4), "
+                     "lower estimate by random + greedy flips, given Theorem 5.1(i), (iv)", networks=NET)
+def union_flip_ratio(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    tau, L, n = ctx.p("tau"), len(Ws), X.shape[-2]
+    m_L = Ws[-1].shape[-1]
+    scale = 3 * n * 4 ** L * m_L * tau ** (2 / 3)
+    betas = [4 ** L * tau ** (2 / 3) / math.sqrt(W.shape[-1]) for W in Ws]
+    valid = _theorem_5_1_i(Ws, fwd) & _valid_iv(fwd.z, betas)
+
+    def union(Wt: list[torch.Tensor]) -> torch.Tensor:
+        zt = net.forward(Wt, X).z[-1]
+        return (((zt > 0) != (fwd.z[-1] > 0)).any(-2)).sum(-1).to(X.dtype) / scale
+
+    best = torch.zeros(ctx.replicates, dtype=X.dtype)
+    for _ in range(int(ctx.arg("random_draws", 2))):
+        best = torch.maximum(best, union([W + D for W, D in zip(Ws, random_perturbation(ctx.generator, Ws, tau))]))
+    if ctx.search in ("gradient", "adversarial", "exhaustive"):
+        for i in range(n):
+            Ds = greedy_flip_perturbation(Ws, X, tau, fwd, i)
+            best = torch.maximum(best, union([W + D for W, D in zip(Ws, Ds)]))
+        # joint last-layer adversary: per-sample greedy shifts delta_i realised by the minimum-norm Delta_L with
+        # Delta_L^T x_{L-1,i} = delta_i for all i, rescaled onto the ball (catalogue, Lemma B.4)
+        Xl = fwd.x[-2]  # (R, n, m_{L-1})
+        z = fwd.z[-1]
+        cost = (z * (1 + 1e-9)) ** 2
+        deltas = []
+        for i in range(n):
+            order = cost[:, i].argsort(-1)
+            csum = cost[:, i].gather(-1, order).cumsum(-1)
+            chosen = torch.zeros_like(z[:, i], dtype=torch.bool)
+            chosen.scatter_(-1, order, csum <= (tau * Xl[:, i].norm(dim=-1, keepdim=True)) ** 2)
+            deltas.append(torch.where(chosen, -z[:, i] * (1 + 1e-9), torch.zeros_like(z[:, i])))
+        Dm = torch.stack(deltas, -2)  # (R, n, m_L)
+        Gm = Xl @ Xl.transpose(-1, -2)
+        DL = Xl.transpose(-1, -2) @ torch.linalg.solve(Gm, Dm)  # (R, m_{L-1}, m_L)
+        DL = DL * (tau / spectral_norm(DL)[0].clamp_min(1e-300)).clamp_max(1.0).reshape(-1, 1, 1)
+        best = torch.maximum(best, union(Ws[:-1] + [Ws[-1] + DL]))
+    return Observation(best, valid=valid, method=f"search={ctx.search} (random + greedy per-sample + joint min-norm)")
+
+
+def _top_s_backward(Ws: list[torch.Tensor], X: torch.Tensor, s: int) -> torch.Tensor:
+    fwd = net.forward(Ws, X)
+    us = net.input_gradients(Ws, net.backward_vectors(Ws, fwd))
+    return torch.stack([top_s_norm(u, s).amax(-1) for u in us], -1).amax(-1)
+
+
+def _greedy_arbitrary_patterns(Ws: list[torch.Tensor], fwd: net.Forward, tau: float, s: int) -> torch.Tensor:
+    """Lemma B.1 adversary with ARBITRARY binary Sigma~ within Hamming distance s of Sigma (per layer, per i) and
+    ||W~_r - W_r|| <= tau, for every target layer l separately (sup and max commute): backward from v, at each
+    layer r switch on the s inactive units with the largest |g_j| (raises ||Sigma~ g||), then add the rank-one
+    Delta_r = tau (W_r h / ||W_r h||)(h / ||h||)^T, which adds exactly tau ||h|| along W_r h; at r = l the
+    rank-one term is aimed at the top-s support of W_l h instead. Returns max_{l,i} Gamma~ (R,)."""
+    L = len(Ws)
+    R, n = fwd.out.shape
+    v = net.output_vector(Ws[-1].shape[-1], fwd.out.dtype)
+    best = torch.zeros(R, dtype=fwd.out.dtype)
+    for l in range(1, L + 1):
+        g = v.expand(R, n, -1)
+        for r in range(L, l - 1, -1):
+            mask = fwd.mask(r)
+            score = torch.where(mask > 0, torch.full_like(g, -1.0), g.abs())
+            k = min(s, g.shape[-1])
+            idx = score.topk(k, dim=-1).indices
+            on = torch.zeros_like(mask).scatter_(-1, idx, (score.gather(-1, idx) >= 0).to(mask.dtype))
+            h = g * torch.clamp(mask + on, max=1.0)
+            Wh = h @ Ws[r - 1].transpose(-1, -2)  # W_r h, (R, n, m_{r-1})
+            hn = h.norm(dim=-1, keepdim=True)
+            if r > l:
+                g = Wh + tau * hn * Wh / Wh.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+            else:
+                best = torch.maximum(best, (top_s_norm(Wh, s) + tau * hn.squeeze(-1)).amax(-1))
+    return best
+
+
+@QUANTITIES.register("perturbed-sparse-backward-sup", "sup over the tau-ball of max_{l,i} sup_{unit s-sparse a} "
+                     "v^T(prod_{r=l}^L Sigma~_{r,i} W~_r^T) a (exact top-s norm); args.patterns = 'induced' "
+                     "(Sigma~ from W~, Theorem 5.3(iv)) or 'arbitrary' (any Sigma~ within Hamming s, Lemma B.1)",
+                     networks=NET)
+def perturbed_sparse_backward_sup(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    tau, s = ctx.p("tau"), ctx.i("s")
+    valid = _theorem_5_1_i(Ws, fwd)
+    if ctx.arg("patterns", "induced") == "arbitrary":
+        value = _greedy_arbitrary_patterns(Ws, fwd, tau, s)
+        Wt = [W + D for W, D in zip(Ws, random_perturbation(ctx.generator, Ws, tau))]
+        value = torch.maximum(value, _top_s_backward(Wt, X, s))
+        return Observation(value, valid=valid, method="greedy arbitrary patterns + aligned rank-one perturbations, "
+                           "and random perturbations (lower estimate of the sup)")
+    value, found = maximise(lambda Wt: _top_s_backward(Wt, X, s), Ws, tau, ctx.search, ctx.generator,
+                            steps=int(ctx.arg("steps", 10)))
+    return Observation(value, valid=valid, extras={"found_by": found}, method=f"search={ctx.search}, exact top-s norm")
+
+
+def _labels(ctx: Context, Ws: list[torch.Tensor], X: torch.Tensor, fwd: net.Forward) -> torch.Tensor:
+    """Rademacher labels, or (args.labels = 'adversarial') the signs of the eigenvector of H = G∘K (last-layer Gram
+    of x_{L-1} times activation overlaps) with the smallest eigenvalue: the labels that make ||grad_{W_L}|| small."""
+    if ctx.arg("labels", "random") != "adversarial":
+        return ctx.labels(X.shape[-2])
+    xl = fwd.x[-2]
+    S = fwd.mask(len(Ws))
+    H = (xl @ xl.transpose(-1, -2)) * (S @ S.transpose(-1, -2))
+    _, vecs = torch.linalg.eigh(H)
+    y = torch.sign(vecs[..., 0])
+    return torch.where(y == 0, torch.ones_like(y), y)
+
+
+@QUANTITIES.register("last-layer-gradient-ratio", "inf over the tau-ball of ||grad_{W_L} L_S(W~)||_F^2 / "
+                     "(sum_i l'(y_i y~_i))^2 (logistic loss; lower-bound claims: the search minimises it), given "
+                     "Theorem 5.1(i)", networks=NET)
+def last_layer_gradient_ratio(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    y = _labels(ctx, Ws, X, fwd)
+    valid = _theorem_5_1_i(Ws, fwd)
+
+    def neg_ratio(Wt: list[torch.Tensor]) -> torch.Tensor:
+        grads, lp, _ = net.loss_gradients(Wt, X, y)
+        return -(grads[-1] ** 2).sum((-1, -2)) / lp.sum(-1) ** 2
+
+    best, found = maximise(neg_ratio, Ws, ctx.p("tau"), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 10)))
+    return Observation(-best, valid=valid, extras={"found_by": found},
+                       method=f"search={ctx.search} (minimising), closed-form gradients")
+
+
+@QUANTITIES.register("gradient-upper-ratio", "sup over the tau-ball of max_l ||grad_{W_l}||/(-(1/|B|) sum_{i in B} "
+                     "l'(y_i y~_i)) (args.norm = 'fro' | 'spectral'; minibatch of size B if declared, else all n), "
+                     "given Theorem 5.1(i)", networks=NET)
+def gradient_upper_ratio(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    fwd = net.forward(Ws, X)
+    n = X.shape[-2]
+    y = _labels(ctx, Ws, X, fwd)
+    B = ctx.i("B", n)
+    batch = None if B >= n else net.random_minibatch(ctx.generator, ctx.replicates, n, B, X.dtype)
+    spectral = ctx.arg("norm", "fro") == "spectral"
+    valid = _theorem_5_1_i(Ws, fwd)
+
+    def ratio(Wt: list[torch.Tensor]) -> torch.Tensor:
+        grads, lp, _ = net.loss_gradients(Wt, X, y, batch=batch)
+        w = torch.ones_like(lp) if batch is None else batch
+        denom = -(lp * w).sum(-1) / w.sum(-1)
+        norms = [torch.linalg.matrix_norm(G, ord=2) if spectral else G.flatten(1).norm(dim=-1) for G in grads]
+        return torch.stack(norms, -1).amax(-1) / denom
+
+    best, found = maximise(ratio, Ws, ctx.p("tau"), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 10)))
+    return Observation(best, valid=valid, extras={"found_by": found},
+                       method=f"search={ctx.search}, closed-form gradients, {'spectral' if spectral else 'Frobenius'}")
+
+
+# ------------------------------------------------------------------------------ training (Section 5, App. C/D)
+
+
+def _displacement(Ws: list[torch.Tensor], W0: list[torch.Tensor]) -> torch.Tensor:
+    """max_l ||W_l - W_l^(0)||_2 per replicate (exact SVD)."""
+    return torch.stack([spectral_norm(W - V)[0] for W, V in zip(Ws, W0)], -1).amax(-1)
+
+
+def _batch(ctx: Context, n: int) -> torch.Tensor | None:
+    B = ctx.i("B", n)
+    if B > n or B < 1:
+        raise ValueError(f"minibatch size B = {B} must lie in [1, n = {n}]")
+    return None if B == n else net.random_minibatch(ctx.generator, ctx.replicates, n, B)
+
+
+@QUANTITIES.register("gd-displacement", "max over k <= K and l of ||W_l^(k) - W_l^(0)||_2 for (S)GD with the "
+                     "largest step eta = T/K allowed by k <= T/eta, T = tau/(4^L M^{1/2} rho) (Lemmas 5.5, 5.7; "
+                     "logistic loss, rho = 1), given Theorem 5.1(i) at W^(0)", networks=NET)
+def gd_displacement(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    n, L = X.shape[-2], len(Ws)
+    y = ctx.labels(n)
+    valid = _theorem_5_1_i(Ws, net.forward(Ws, X))
+    M = _M(_dims(ctx))
+    K = ctx.i("K")
+    T = ctx.p("tau") / (4 ** L * math.sqrt(M) * 1.0)
+    eta = T / K
+    W0 = [W.clone() for W in Ws]
+    worst = torch.zeros(ctx.replicates, dtype=X.dtype)
+    for _ in range(K):
+        grads, _, _ = net.loss_gradients(Ws, X, y, batch=_batch(ctx, n))
+        Ws = [W - eta * G for W, G in zip(Ws, grads)]
+        worst = torch.maximum(worst, _displacement(Ws, W0))
+    return Observation(worst, valid=valid, extras={"eta": torch.full_like(worst, eta)},
+                       method=f"{'SGD' if ctx.i('B', n) < n else 'GD'}, K = {K} steps at eta = T/K, exact SVD")
+
+
+@QUANTITIES.register("hitting-time", "K eta, K = first (S)GD iteration with L_S(W^(K)) <= eps (logistic loss, "
+                     "eta = eta0 / M); replicates that do not reach eps within args.kmax steps are censored "
+                     "(reported as not valid)", networks=NET)
+def hitting_time(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    n = X.shape[-2]
+    y = ctx.labels(n)
+    eta = ctx.p("eta0") / _M(_dims(ctx))
+    eps = ctx.p("eps")
+    kmax = int(ctx.arg("kmax", 20000))
+    K = torch.full((ctx.replicates,), -1.0, dtype=X.dtype)
+    for k in range(kmax + 1):
+        grads, lp, fwd = net.loss_gradients(Ws, X, y, batch=_batch(ctx, n))
+        loss = net.logistic(y * fwd.out).mean(-1)
+        K = torch.where((K < 0) & (loss <= eps), torch.full_like(K, float(k)), K)
+        if bool((K >= 0).all()):
+            break
+        Ws = [W - eta * G for W, G in zip(Ws, grads)]
+    reached = K >= 0
+    return Observation(torch.where(reached, K * eta, torch.full_like(K, kmax * eta)), valid=reached,
+                       extras={"K": K}, method=f"{'SGD' if ctx.i('B', n) < n else 'GD'} until L_S <= eps")
+
+
+@QUANTITIES.register("trajectory-step-ratio", "one-step statistics along (S)GD trajectories (eta = eta0/M, K steps) "
+                     "restricted to steps with W^(k), W^(k+1) in the tau-ball: args.statistic = feature-step | "
+                     "output-step | remainder | descent (Lemmas C.2-C.4, (D.7), (C.7)); see the claim notes",
+                     networks=NET)
+def trajectory_step_ratio(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    n = X.shape[-2]
+    y = ctx.labels(n)
+    valid = _theorem_5_1_i(Ws, net.forward(Ws, X))
+    eta = ctx.p("eta0") / _M(_dims(ctx))
+    tau, K = ctx.p("tau"), ctx.i("K")
+    stat = ctx.arg("statistic", "feature-step")
+    minimise = stat == "descent"
+    W0 = [W.clone() for W in Ws]
+    best = torch.full((ctx.replicates,), math.inf if minimise else -math.inf, dtype=X.dtype)
+    inside_any = torch.zeros(ctx.replicates, dtype=torch.bool)
+    disp = torch.zeros(ctx.replicates, dtype=X.dtype)
+    for _ in range(K):
+        batch = _batch(ctx, n)
+        grads, lp, fwd = net.loss_gradients(Ws, X, y, batch=batch)
+        Wn = [W - eta * G for W, G in zip(Ws, grads)]
+        fwd_n = net.forward(Wn, X)
+        disp_n = _displacement(Wn, W0)
+        inside = (disp <= tau) & (disp_n <= tau)
+        w = torch.ones_like(lp) if batch is None else batch
+        S = -(lp * w).sum(-1)  # -sum over the (mini)batch of l'
+        N = w.sum(-1)
+        delta = y * (fwd_n.out - fwd.out)  # Delta_i^(k)
+        if stat == "feature-step":
+            step = torch.stack([(a - b).norm(dim=-1).amax(-1) for a, b in zip(fwd_n.x[1:], fwd.x[1:])], -1).amax(-1)
+            val = step / (eta * S / N)
+        elif stat == "output-step":
+            d = delta.abs() if ctx.arg("abs", True) else delta
+            val = d.amax(-1) / (eta * S / N)
+        elif stat == "remainder":
+            bs = net.backward_vectors(Ws, fwd)
+            lin = -eta * y * sum(torch.einsum("rna,rab,rnb->rn", x, G, b) for x, G, b in zip(fwd.x[:-1], grads, bs))
+            val = (lin - delta).amax(-1) / S
+        elif stat == "descent":
+            loss, loss_n = net.logistic(y * fwd.out).mean(-1), net.logistic(y * fwd_n.out).mean(-1)
+            val = (loss - loss_n) / (eta * lp.sum(-1) ** 2)
+        else:
+            raise ValueError(f"unknown statistic '{stat}'")
+        cand = torch.where(inside, val, best)
+        best = torch.minimum(best, cand) if minimise else torch.maximum(best, cand)
+        inside_any |= inside
+        Ws, disp = Wn, disp_n
+    return Observation(torch.where(inside_any, best, torch.zeros_like(best)), valid=valid & inside_any,
+                       extras={"final_displacement": disp},
+                       method=f"{'SGD' if ctx.i('B', n) < n else 'GD'} trajectory, {stat}, exact SVD for the tau-ball")
+
+
+@QUANTITIES.register("gradient-identity-error", "max over l of the relative error of (1/n) sum_i l'_i y_i v^T u_{l,i} "
+                     "= -eta ||grad_{W_l} L_S||_F^2 (the exact identity in the proof of Lemma 5.6), with the gradient "
+                     "from autograd and u from closed-form backward vectors", networks=NET)
+def gradient_identity_error(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    n = X.shape[-2]
+    y = ctx.labels(n)
+    tau = ctx.p("tau", 0.0)
+    if tau > 0:
+        Ws = [W + D for W, D in zip(Ws, random_perturbation(ctx.generator, Ws, tau))]
+    Wr = [W.clone().requires_grad_(True) for W in Ws]
+    loss = net.logistic(y * net.forward(Wr, X).out).mean(-1).sum()
+    grads = torch.autograd.grad(loss, Wr)
+    fwd = net.forward(Ws, X)
+    bs = net.backward_vectors(Ws, fwd)
+    lp = net.logistic_derivative(y * fwd.out)
+    eta = 1.0
+    errs = []
+    for x, G, b in zip(fwd.x[:-1], grads, bs):
+        vu = -eta * torch.einsum("rna,rab,rnb->rn", x, G, b)  # v^T u_{l,i}
+        lhs = (lp * y * vu).mean(-1)
+        rhs = -eta * (G ** 2).sum((-1, -2))
+        errs.append((lhs - rhs).abs() / rhs.abs().clamp_min(1e-300))
+    return Observation(torch.stack(errs, -1).amax(-1), method="autograd gradient vs closed-form backward vectors")
+
+
+@QUANTITIES.register("expected-sgd-descent", "min over k of (L_S(W^(k)) - E_B[L_S(W^(k+1))]) / (eta (sum_i l'_i)^2) "
+                     "along an SGD trajectory, the expectation over the minibatch computed exactly by enumerating "
+                     "all C(n, B) subsets ((C.18), conditional on W^(k))", networks=NET)
+def expected_sgd_descent(ctx: Context) -> Observation:
+    Ws, X = _init(ctx)
+    R, n = ctx.replicates, X.shape[-2]
+    y = ctx.labels(n)
+    valid = _theorem_5_1_i(Ws, net.forward(Ws, X))
+    B, K = ctx.i("B"), ctx.i("K")
+    eta = ctx.p("eta0") / _M(_dims(ctx))
+    subsets = net.all_minibatches(n, B)
+    C = subsets.shape[0]
+    Xr, yr = X.repeat_interleave(C, 0), y.repeat_interleave(C, 0)
+    masks = subsets.repeat(R, 1)
+    best = torch.full((R,), math.inf, dtype=X.dtype)
+    for _ in range(K + 1):
+        Wr = [W.repeat_interleave(C, 0) for W in Ws]
+        grads, lp, fwd = net.loss_gradients(Wr, Xr, yr, batch=masks)
+        after = net.loss_value([W - eta * G for W, G in zip(Wr, grads)], Xr, yr).reshape(R, C).mean(-1)
+        now = net.logistic(yr * fwd.out).mean(-1).reshape(R, C)[:, 0]
+        S2 = lp.reshape(R, C, n)[:, 0].sum(-1) ** 2
+        best = torch.minimum(best, (now - after) / (eta * S2))
+        pick = net.random_minibatch(ctx.generator, R, n, B)
+        g, _, _ = net.loss_gradients(Ws, X, y, batch=pick)
+        Ws = [W - eta * G for W, G in zip(Ws, g)]
+    return Observation(best, valid=valid, method=f"exact expectation over all {C} minibatches, {K + 1} iterates")
+
+
+@QUANTITIES.register("masked-norm-preservation-tstat", "|t| statistic of the mean of ||Sigma W^T alpha||^2/||alpha||^2 "
+                     "- 1 over K fresh draws of W (N(0, 2/m) entries, Sigma = 1{W^T x > 0}), max over alpha in "
+                     "{random, x, perpendicular to x} (the key observation in the proof of Lemma A.8)", networks=NET)
+def masked_norm_preservation_tstat(ctx: Context) -> Observation:
+    R, d, m, K = ctx.replicates, ctx.i("d"), ctx.i("m"), ctx.i("K")
+    x = torch.nn.functional.normalize(ctx.randn(R, d), dim=-1)
+    a = ctx.randn(R, d)
+    perp = a - (a * x).sum(-1, keepdim=True) * x
+    W = ctx.randn(R, K, d, m) * math.sqrt(2.0 / m)  # the same K draws serve the three alphas (each |t| is valid)
+    mask = (torch.einsum("rd,rkdm->rkm", x, W) > 0).to(W.dtype)
+    out = []
+    for al in (a, x * 1.7, perp):
+        proj = torch.einsum("rd,rkdm->rkm", al, W)
+        ratio = (mask * proj ** 2).sum(-1) / (al ** 2).sum(-1, keepdim=True)
+        t = (ratio.mean(-1) - 1) / (ratio.std(-1) / math.sqrt(K))
+        out.append(t.abs())
+    return Observation(torch.stack(out, -1).amax(-1), method="fresh Gaussian draws, t statistic per alpha")
+
+
+@QUANTITIES.register("gaussian-edge-excess", "s_max(A) - sqrt(N) - sqrt(n) for an N x n matrix with iid N(0,1) "
+                     "entries (N = d, n = m; Vershynin Cor. 5.35, used for ||W_l||_2 in Theorem 5.1(i)), exact SVD",
+                     networks=NET)
+def gaussian_edge_excess(ctx: Context) -> Observation:
+    d, m = ctx.i("d"), ctx.i("m")
+    A = ctx.randn(ctx.replicates, d, m)
+    s, meth = spectral_norm(A)
+    return Observation(s - math.sqrt(d) - math.sqrt(m), method=meth)

@@ -1,0 +1,390 @@
+"""Du, Lee, Li, Wang & Zhai (2018, arXiv:1811.03804v1, Dec 3 2018): three architectures, smooth activations.
+
+Exactly as the paper (§2.2, eqs. (1)–(6); catalogue du2018 §0):
+
+Fully connected (eq. 2), W^{(1)} ∈ R^{m×d}, W^{(h)} ∈ R^{m×m} (2 ≤ h ≤ H), a ∈ R^m:
+    x^{(0)} = x,   x^{(h)} = √(c_σ/m) σ(W^{(h)} x^{(h−1)})  (h ∈ [H]),   f(x, w) = aᵀ x^{(H)}.
+ResNet (eq. 3), same shapes, s := c_λ λ^{3/2} / H:
+    x^{(1)} = √(c_σ/m) σ(W^{(1)} x),   x^{(h)} = x^{(h−1)} + (s/√m) σ(W^{(h)} x^{(h−1)})  (2 ≤ h ≤ H),
+    f_res = aᵀ x^{(H)}.
+Convolutional ResNet (§2.2): x^{(0)} ∈ R^{d0×p} (d0 channels, p pixels), m channels for h ≥ 1, patch operator
+φ_h: R^{d_{h−1}×p} → R^{q d_{h−1}×p} (stride 1, zero padding x_{:,0} = x_{:,p+1} = 0 for q = 3; patch row
+c·q + o holds channel c at pixel l + o − (q−1)/2), W^{(1)} ∈ R^{m×q d0}, W^{(h)} ∈ R^{m×q m}:
+    x^{(1)} = √(c_σ/m) σ(W^{(1)} φ(x)),   x^{(h)} = x^{(h−1)} + (s/√m) σ(W^{(h)} φ(x^{(h−1)})),
+    f_cnn = ⟨a, x^{(H)}⟩ = Σ_{r,l} a_{r,l} x^{(H)}_{r,l},  a_{r,l} = a_{r,1} (one Rademacher sign per channel).
+Initialisation: every W^{(h)}_{ij} ~ N(0, 1) (no fan-in scaling: the 1/√m factors are in the architecture);
+a_r ~ unif{−1, +1}. Only W^{(1)}, …, W^{(H)} are trained; a is FIXED. c_σ = (E_{z~N(0,1)} σ(z)²)^{−1}.
+Activation σ: L-Lipschitz and β-smooth (guiding example softplus, L = 1, β = 1/4); see kernels.ACTIVATIONS.
+Inputs: ‖x_i‖₂ = 1 (CNN: ‖x_i‖_F = 1), non-parallel. Labels |y_i| ≤ C.
+Loss (eq. 1): L(w) = ½ Σ_{i=1}^n (f(w, x_i) − y_i)²  (a SUM over samples). Full-batch GD with constant η:
+    W^{(h)}(k) = W^{(h)}(k−1) − η ∂L(w(k−1))/∂W^{(h)}(k−1),  h ∈ [H].
+λ (ResNet/CNN, Assumptions 4.1/5.1) = min_{i≠j} λ_min of the 2×2 (CNN: 2p×2p) blocks of K^{(0)}; the
+architecture's residual scale depends on the training set through it, so it is computed per replicate from
+that replicate's data (`data_lambda`). The paper's min over (i, j) ∈ [n]×[n] includes i = j, where the block
+is singular; we read i ≠ j (catalogue §0.6).
+
+Representation: everything is batched over R replicates, and every layer's features are (R, n, channels,
+pixels); FC and ResNet have one pixel (p = 1, q = 1: the convolutional ResNet with p = q = 1 IS the ResNet).
+Weights are stored as in the paper, W^{(h)} of shape (R, m, q·d_{h−1}); a of shape (R, m).
+
+Gradients: ∂u_i/∂W^{(h)} = Σ_l δ_{i,:,l}^{(h)} φ(x_i^{(h−1)})_{:,l}ᵀ (rank one per pixel), with δ^{(h)} = ∂u/∂z^{(h)}
+(z^{(h)} = W^{(h)} φ(x^{(h−1)}) the pre-activations) obtained by the backward recursion in `backward`;
+G^{(h)}_{ij} = ⟨∂u_i/∂W^{(h)}, ∂u_j/∂W^{(h)}⟩ and G = Σ_h G^{(h)} (§0.5). The gradient display of Appendix A
+omits the factor (c_σ/m)^{(H−h+1)/2} and is written transposed; ours includes the factors (catalogue A-grad,
+B-grad: the consistent reading), and is checked against autograd in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .. import kernels
+from ..kernels import Activation
+from ..registry import NETWORKS
+
+FC, RESNET, CNN = "du2018-fc", "du2018-resnet", "du2018-cnn-resnet"
+NETWORKS.register(FC, "deep FC net x^(h) = sqrt(c_sigma/m) sigma(W^(h) x^(h-1)), W ~ N(0,1), fixed Rademacher a, "
+                  "smooth sigma, squared loss (Du, Lee, Li, Wang, Zhai 2018, eq. 2)")(__name__)
+NETWORKS.register(RESNET, "ResNet x^(h) = x^(h-1) + c_lambda lambda^{3/2}/(H sqrt m) sigma(W^(h) x^(h-1)), first layer "
+                  "sqrt(c_sigma/m), W ~ N(0,1), fixed Rademacher a (Du et al. 2018, eq. 3)")(__name__)
+NETWORKS.register(CNN, "convolutional ResNet, stride-1 zero-padded patches of size q, residual scale "
+                  "c_lambda lambda^{3/2}/(H sqrt m), a_{r,l} = a_{r,1} Rademacher (Du et al. 2018, sec. 2.2)")(__name__)
+KINDS = {FC: "fc", RESNET: "resnet", CNN: "cnn"}
+
+
+@dataclass
+class DuNet:
+    """One of the three architectures at width m and depth H, for R replicates.
+
+    lam: (R,) the data constant λ of each replicate's dataset (ResNet/CNN; ignored for FC)."""
+
+    kind: str  # "fc" | "resnet" | "cnn"
+    m: int
+    H: int
+    act: Activation
+    c_lambda: float = 0.5
+    lam: torch.Tensor | None = None
+    q: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fc", "resnet", "cnn"):
+            raise ValueError(f"unknown architecture '{self.kind}' (fc, resnet or cnn)")
+        if self.H < 1 or self.m < 1:
+            raise ValueError(f"need H >= 1 and m >= 1, got H = {self.H}, m = {self.m}")
+        if self.kind != "cnn" and self.q != 1:
+            raise ValueError("patch size q applies to the convolutional ResNet only")
+        if self.kind == "cnn" and self.q % 2 != 1:
+            raise ValueError(f"patch size q = {self.q} must be odd")
+        if self.kind != "fc":
+            if not 0 < self.c_lambda < 1:
+                raise ValueError(f"c_lambda = {self.c_lambda} must lie in (0, 1) (eq. 3)")
+            if self.lam is None:
+                raise ValueError("ResNet/CNN need lam, the data constant λ of Assumption 4.1/5.1 (data_lambda)")
+        self.c_sigma = kernels.c_sigma(self.act)
+
+    @property
+    def residual(self) -> bool:
+        return self.kind != "fc"
+
+    @property
+    def s(self) -> torch.Tensor:
+        """s = c_λ λ^{3/2} / H per replicate (the residual branch is scaled by s/√m)."""
+        assert self.lam is not None
+        return self.c_lambda * self.lam.clamp_min(0) ** 1.5 / self.H
+
+    def scale(self, h: int) -> torch.Tensor | float:
+        """The factor in front of σ(·) at layer h: √(c_σ/m) (FC, and layer 1), s/√m (residual layers)."""
+        if h == 1 or not self.residual:
+            return math.sqrt(self.c_sigma / self.m)
+        return (self.s / math.sqrt(self.m)).reshape(-1, 1, 1, 1)
+
+
+def data_lambda(X: torch.Tensor, q: int = 1) -> torch.Tensor:
+    """λ of Assumptions 4.1 / 5.1: min over i ≠ j of λ_min of the 2×2 (CNN: 2p×2p) blocks of K^{(0)}.
+
+    X: (R, n, C, p). For FC/ResNet (p = 1) with unit inputs this is 1 − max_{i≠j} |⟨x_i, x_j⟩|."""
+    R, n, Cin, p = X.shape
+    pts = X.transpose(-1, -2).reshape(R, n * p, Cin)
+    K0 = kernels.patch_gram(pts @ pts.transpose(-1, -2), n, p, q)
+    return kernels.block_lambda_min(K0, n, p)
+
+
+def as_images(X: torch.Tensor, d0: int | None = None, p: int | None = None) -> torch.Tensor:
+    """(R, n, d) → (R, n, d, 1) for FC/ResNet; (R, n, d0·p) → (R, n, d0, p) (channel-major) for the CNN.
+    A unit vector in R^{d0·p} becomes an image with ‖x‖_F = 1."""
+    if p is None:
+        return X.unsqueeze(-1)
+    assert d0 is not None and X.shape[-1] == d0 * p, f"input dimension {X.shape[-1]} != d0·p = {d0}·{p}"
+    return X.reshape(*X.shape[:-1], d0, p)
+
+
+def make_net(kind: str, X: torch.Tensor, m: int, H: int, act: Activation, c_lambda: float = 0.5,
+             q: int = 1, lam: torch.Tensor | None = None) -> DuNet:
+    """The architecture for the replicates' datasets X (R, n, C, p); λ from the data unless given."""
+    if kind != "fc" and lam is None:
+        lam = data_lambda(X, q)
+    return DuNet(kind, m, H, act, c_lambda, lam, q)
+
+
+def in_channels(net: DuNet, d0: int, h: int) -> int:
+    return net.q * (d0 if h == 1 else net.m)
+
+
+def init(gen: torch.Generator, R: int, net: DuNet, d0: int,
+         dtype=torch.float64) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """W^{(h)} (R, m, q d_{h−1}) with N(0, 1) entries, a (R, m) Rademacher (the CNN repeats a_r over pixels)."""
+    Ws = [torch.randn(R, net.m, in_channels(net, d0, h), generator=gen, dtype=dtype) for h in range(1, net.H + 1)]
+    a = torch.randint(0, 2, (R, net.m), generator=gen).to(dtype) * 2 - 1
+    return Ws, a
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Patch operator φ and its adjoint
+# ----------------------------------------------------------------------------------------------------------
+
+def patches(x: torch.Tensor, q: int) -> torch.Tensor:
+    """φ(x): (…, C, p) → (…, C·q, p); row c·q + o of column l is x_{c, l+o−(q−1)/2} (zero outside [0, p))."""
+    if q == 1:
+        return x
+    r = (q - 1) // 2
+    xp = torch.nn.functional.pad(x, (r, r))
+    p = x.shape[-1]
+    cols = torch.stack([xp[..., o:o + p] for o in range(q)], dim=-2)  # (…, C, q, p)
+    return cols.reshape(*x.shape[:-2], x.shape[-2] * q, p)
+
+
+def patches_adjoint(y: torch.Tensor, q: int) -> torch.Tensor:
+    """φᵀ: (…, C·q, p) → (…, C, p), the adjoint of `patches` (⟨φ(x), y⟩ = ⟨x, φᵀ(y)⟩)."""
+    if q == 1:
+        return y
+    r = (q - 1) // 2
+    p = y.shape[-1]
+    yc = y.reshape(*y.shape[:-2], y.shape[-2] // q, q, p)
+    out = torch.zeros(*y.shape[:-2], y.shape[-2] // q, p + 2 * r, dtype=y.dtype)
+    for o in range(q):
+        out[..., o:o + p] += yc[..., o, :]
+    return out[..., r:r + p]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Forward / backward
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Forward:
+    x: list[torch.Tensor]  # x[0..H], (R, n, C_h, p): layer outputs (x[0] = inputs)
+    phi: list[torch.Tensor]  # phi[h−1] = φ_h(x^{(h−1)}), (R, n, q C_{h−1}, p) (= x^{(h−1)} when q = 1)
+    z: list[torch.Tensor]  # z[h−1] = W^{(h)} φ(x^{(h−1)}), (R, n, m, p): pre-activations
+    dsig: list[torch.Tensor]  # dsig[h−1] = σ'(z^{(h)}): the diagonal J^{(h)} of Appendix A
+    out: torch.Tensor  # (R, n): u_i = f(w, x_i)
+
+    def norms(self) -> torch.Tensor:
+        """‖x_i^{(h)}‖ (Frobenius for the CNN) for h = 1..H: (R, H, n)."""
+        return torch.stack([x.flatten(-2).norm(dim=-1) for x in self.x[1:]], dim=1)
+
+
+def forward(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor) -> Forward:
+    """X: (R, n, C, p) (use `as_images`)."""
+    xs, phis, zs, ds = [X], [], [], []
+    h = X
+    for l, W in enumerate(Ws, start=1):
+        P = patches(h, net.q)
+        z = torch.einsum("rmk,rnkp->rnmp", W, P)
+        branch = net.scale(l) * net.act.f(z)
+        h = branch if (l == 1 or not net.residual) else h + branch
+        phis.append(P)
+        zs.append(z)
+        ds.append(net.act.df(z))
+        xs.append(h)
+    out = torch.einsum("rm,rnmp->rn", a, h)
+    return Forward(xs, phis, zs, ds, out)
+
+
+def backward(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, fwd: Forward) -> list[torch.Tensor]:
+    """δ^{(h)} = ∂u/∂z^{(h)}, (R, n, m, p) for h = 1..H (index h−1):
+        g^{(H)} = a (repeated over pixels),  δ^{(h)} = scale_h σ'(z^{(h)}) ⊙ g^{(h)},
+        g^{(h−1)} = [g^{(h)} if layer h is residual] + φᵀ(W^{(h)ᵀ} δ^{(h)})."""
+    H = len(Ws)
+    g = a[:, None, :, None].expand_as(fwd.x[-1])
+    deltas: list[torch.Tensor] = [torch.empty(0)] * H
+    for l in range(H, 0, -1):
+        d = net.scale(l) * fwd.dsig[l - 1] * g
+        deltas[l - 1] = d
+        if l > 1:
+            back = patches_adjoint(torch.einsum("rmk,rnmp->rnkp", Ws[l - 1], d), net.q)
+            g = g + back if net.residual else back
+    return deltas
+
+
+def output_gradients(fwd: Forward, deltas: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per-sample ∂u_i/∂W^{(h)}: (R, n, m, q C_{h−1}) for each h (memory n·m·qC: small widths only)."""
+    return [torch.einsum("rnmp,rnkp->rnmk", d, P) for d, P in zip(deltas, fwd.phi)]
+
+
+def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """L = ½ Σ_i (u_i − y_i)², per replicate."""
+    return 0.5 * ((out - y) ** 2).sum(-1)
+
+
+def loss_gradients(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor,
+                   y: torch.Tensor) -> tuple[list[torch.Tensor], Forward, list[torch.Tensor]]:
+    """Closed form ∂L/∂W^{(h)} = Σ_i (u_i − y_i) Σ_l δ_{i,:,l}^{(h)} φ(x_i^{(h−1)})_{:,l}ᵀ; returns (grads, fwd, δ)."""
+    fwd = forward(net, Ws, a, X)
+    deltas = backward(net, Ws, a, fwd)
+    res = fwd.out - y
+    grads = [torch.einsum("rn,rnmp,rnkp->rmk", res, d, P) for d, P in zip(deltas, fwd.phi)]
+    return grads, fwd, deltas
+
+
+def layer_gram(delta: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+    """G^{(h)}_{ij} = Σ_{l,k} ⟨δ_{i,:,l}, δ_{j,:,k}⟩ ⟨φ_{i,:,l}, φ_{j,:,k}⟩: (R, n, n), without per-sample gradients.
+    For p = 1 this is (Δ Δᵀ) ∘ (X Xᵀ)."""
+    if delta.shape[-1] == 1:
+        d, x = delta[..., 0], P[..., 0]
+        return (d @ d.transpose(-1, -2)) * (x @ x.transpose(-1, -2))
+    D = torch.einsum("rimp,rjmq->rijpq", delta, delta)
+    F = torch.einsum("rikp,rjkq->rijpq", P, P)
+    return (D * F).sum(dim=(-1, -2))
+
+
+def grams(fwd: Forward, deltas: list[torch.Tensor]) -> list[torch.Tensor]:
+    """[G^{(1)}, …, G^{(H)}]; G(k) = Σ_h G^{(h)} ⪰ G^{(H)}."""
+    return [layer_gram(d, P) for d, P in zip(deltas, fwd.phi)]
+
+
+def last_layer_gram(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """G^{(H)} (R, n, n) from the last layer only (the paper's closed form; uses a_r² = 1)."""
+    fwd = forward(net, Ws, a, X)
+    d = net.scale(net.H) * fwd.dsig[-1] * a[:, None, :, None]
+    return layer_gram(d, fwd.phi[-1])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact-in-distribution sampler at initialisation (no weights materialised)
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class InitSample:
+    x: list[torch.Tensor]  # x[0..H], (R, n, C, p)
+    z_last: torch.Tensor  # z^{(H)}, (R, n, m, p)
+    gram_last: torch.Tensor  # G^{(H)}(0), (R, n, n), with a_r² = 1
+
+    def norms(self) -> torch.Tensor:
+        return torch.stack([x.flatten(-2).norm(dim=-1) for x in self.x[1:]], dim=1)
+
+
+def point_gram(x: torch.Tensor) -> torch.Tensor:
+    """Pixel-level Gram over the n·p points (i, l): (R, n, C, p) → (R, n·p, n·p), entry ⟨x_{i,:,l}, x_{j,:,k}⟩."""
+    R, n, C, p = x.shape
+    pts = x.permute(0, 1, 3, 2).reshape(R, n * p, C)
+    return pts @ pts.transpose(-1, -2)
+
+
+def sample_init(gen: torch.Generator, net: DuNet, X: torch.Tensor) -> InitSample:
+    """Features at initialisation drawn layer by layer WITHOUT materialising W^{(h)}: exact in distribution.
+
+    Given x^{(h−1)}, the rows w_r of W^{(h)} are iid N(0, I), so the pre-activations of channel r at all
+    (input, pixel) points, (w_rᵀ φ(x_i^{(h−1)})_{:,l})_{i,l}, are iid over r ~ N(0, Φ), Φ the patch Gram matrix of
+    the n·p points (`kernels.patch_gram` of the pixel Gram). Cost O((np)² m) per layer instead of O(n p q m²).
+    G^{(H)} needs only a_r² = 1, not a."""
+    R, n, _, p = X.shape
+    h = X
+    xs = [X]
+    z = Phi = torch.empty(0)
+    for l in range(1, net.H + 1):
+        Phi = kernels.patch_gram(point_gram(h), n, p, net.q)
+        E = torch.randn(R, n * p, net.m, generator=gen, dtype=X.dtype)
+        z = (_psd_factor(Phi) @ E).reshape(R, n, p, net.m).permute(0, 1, 3, 2)  # (R, n, m, p)
+        branch = net.scale(l) * net.act.f(z)
+        h = branch if (l == 1 or not net.residual) else h + branch
+        xs.append(h)
+    d = net.scale(net.H) * net.act.df(z)
+    D = point_gram(d)  # ⟨δ_{i,:,l}, δ_{j,:,k}⟩
+    G = (D * Phi).reshape(R, n, p, n, p).sum(dim=(-1, -3))
+    return InitSample(xs, z, G)
+
+
+def _psd_factor(G: torch.Tensor) -> torch.Tensor:
+    """A with A Aᵀ = G (eigen-decomposition: tolerant of the rank deficiency of patch Gram matrices)."""
+    evals, evecs = torch.linalg.eigh(0.5 * (G + G.transpose(-1, -2)))
+    return evecs * evals.clamp_min(0).sqrt().unsqueeze(-2)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Infinite-width kernels for this architecture
+# ----------------------------------------------------------------------------------------------------------
+
+def limit_kernels(net: DuNet, X: torch.Tensor, engine: kernels.Engine | None = None, cross: str = "paired",
+                  aggregation: str = "matched") -> kernels.DuKernels:
+    """K^{(0..H)} and λ₀ = λ_min(K^{(H)}) for each replicate's dataset (eqs. 4, 5, 6; readings in kernels.py)."""
+    engine = engine or kernels.Engine(net.act)
+    if net.kind == "fc":
+        return kernels.fc_kernels(X[..., 0], net.act, net.H, engine)
+    if net.kind == "resnet":
+        return kernels.resnet_kernels(X[..., 0], net.act, net.H, net.s, engine, cross)
+    return kernels.cnn_kernels(X, net.act, net.H, net.s, net.q, engine, cross, aggregation)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gradient descent
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Trajectory:
+    loss: torch.Tensor  # (R, T+1): L(w(k)), k = 0..T
+    movement: torch.Tensor  # (R, T+1, H): ‖W^{(h)}(k) − W^{(h)}(0)‖_F
+    step: torch.Tensor  # (R, T, H): ‖W^{(h)}(k+1) − W^{(h)}(k)‖_F
+    grad_norm: torch.Tensor  # (R, T+1, H): ‖∂L/∂W^{(h)}(k)‖_F
+    residual_norm: torch.Tensor  # (R, T+1): ‖y − u(k)‖
+    du: torch.Tensor  # (R, T, n): u(k+1) − u(k)
+    i1: torch.Tensor  # (R, T, n): I_1(k) = −η G(k)(u(k) − y)
+    lam_min_gram_last: torch.Tensor  # (R, T+1): λ_min(G^{(H)}(k)) (only when track_gram, else NaN)
+    weights: list[torch.Tensor]  # final W^{(h)}(T)
+
+
+def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
+                     eta: torch.Tensor | float, steps: int, track_gram: bool = True) -> Trajectory:
+    """Full-batch GD on L = ½‖y − u‖² with constant step η (per replicate: (R,) tensor or float), a fixed.
+
+    Records what Theorems 3.1/4.1/5.1, Condition 6.1, eq. (7) and Lemmas A.5–A.7 talk about. I_2(k) is
+    du − i1 (eq. 7: u(k+1) − u(k) = I_1(k) + I_2(k))."""
+    R = X.shape[0]
+    eta_t = torch.as_tensor(eta, dtype=X.dtype).reshape(-1)
+    eta_t = eta_t.expand(R) if eta_t.numel() == 1 else eta_t
+    W0 = [W.clone() for W in Ws]
+    W = [w.clone() for w in Ws]
+    losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
+    prev_out = None
+    for k in range(steps + 1):
+        grads, fwd, deltas = loss_gradients(net, W, a, X, y)
+        res = fwd.out - y
+        losses.append(loss(fwd.out, y))
+        rn.append(res.norm(dim=-1))
+        moves.append(torch.stack([(w - w0).flatten(1).norm(dim=1) for w, w0 in zip(W, W0)], -1))
+        gn.append(torch.stack([g.flatten(1).norm(dim=1) for g in grads], -1))
+        if prev_out is not None:
+            dus.append(fwd.out - prev_out)
+        if k == steps:
+            if track_gram:
+                lmins.append(kernels.lambda_min(layer_gram(deltas[-1], fwd.phi[-1])))
+            break
+        Gs = grams(fwd, deltas)
+        G = sum(Gs)
+        i1s.append(-eta_t[:, None] * (G @ res.unsqueeze(-1)).squeeze(-1))
+        if track_gram:
+            lmins.append(kernels.lambda_min(Gs[-1]))
+        new = [w - eta_t.reshape(-1, 1, 1) * g for w, g in zip(W, grads)]
+        stepn.append(torch.stack([(a_ - b_).flatten(1).norm(dim=1) for a_, b_ in zip(new, W)], -1))
+        W = new
+        prev_out = fwd.out
+    nan = torch.full((R, steps + 1), math.nan, dtype=X.dtype)
+    empty = torch.zeros(R, 0, X.shape[1], dtype=X.dtype)
+    return Trajectory(
+        torch.stack(losses, 1), torch.stack(moves, 1),
+        torch.stack(stepn, 1) if stepn else torch.zeros(R, 0, net.H, dtype=X.dtype),
+        torch.stack(gn, 1), torch.stack(rn, 1),
+        torch.stack(dus, 1) if dus else empty, torch.stack(i1s, 1) if i1s else empty,
+        torch.stack(lmins, 1) if track_gram else nan, W)

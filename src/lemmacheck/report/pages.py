@@ -1,0 +1,628 @@
+"""HTML for the index and the claim pages. Every piece of text from a claim file or the store goes through
+`esc` (or the MathML converter, whose output is sanitised); nothing user-supplied is emitted raw."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from typing import Any
+from urllib.parse import quote
+
+import sympy
+
+from ..stats import DEFAULT_ALPHA
+from . import plots
+from . import svg as S
+from .assets import CSP, CSS, JS
+from .data import ClaimView, Comparison, OldClaim, duration_seconds, label_key
+from .mathml import LatexError, render_statement, sanitize, sympy_mathml
+
+VERDICT_ORDER = ["violated", "error", "inconclusive", "n/a", "holds", "infeasible"]
+COUNTED = ["holds", "violated", "inconclusive", "infeasible"]
+FLAG_TEXT = {
+    "out-of-regime": ("warn", ("no configuration met the stated preconditions: a violation here is not a "
+                              "refutation of the printed statement")),
+    "violated-out-of-regime": ("warn", "violated outside the stated regime only: informative, not a refutation"),
+    "vacuous": ("warn", "the bound is weaker than a trivial one at every configuration"),
+    "partly-vacuous": ("", "the bound is weaker than a trivial one at some configurations"),
+    "conditioned": ("", ("some replicates did not meet the statement's hypotheses and were set aside "
+                        "(conditioning failures), never counted as violations")),
+    "errors": ("bad", "the estimator failed on some shards: the verdict is not trustworthy"),
+}
+VERDICT_TEXT = {
+    "holds": "no significant violation in the stated regime",
+    "violated": "the violation rate's lower confidence bound exceeds the stated δ (or a counterexample "
+                "to a deterministic statement)",
+    "inconclusive": "not enough evidence either way",
+    "infeasible": "the statement cannot be checked here",
+    "n/a": "no verdict",
+    "error": "the claim could not be evaluated",
+}
+
+
+def esc(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def vclass(v: str) -> str:
+    return "v-" + re.sub(r"[^a-z]", "", v)
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "–"
+    if s < 60:
+        return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def badge(v: str, big: bool = False) -> str:
+    return (f'<span class="badge {vclass(v)}{" big" if big else ""}" title="{esc(VERDICT_TEXT.get(v, v))}">'
+            f"{esc(v)}</span>")
+
+
+def flags_html(flags: list[str]) -> str:
+    out = []
+    for f in flags:
+        cls, tip = FLAG_TEXT.get(f, ("", f))
+        out.append(f'<span class="flag {cls}" title="{esc(tip)}">{esc(f)}</span>')
+    return "".join(out)
+
+
+def rich_text(s: str) -> str:
+    """Paragraphs of escaped text (hard-wrapped lines joined); $...$ segments become MathML."""
+    paras = [p for p in re.split(r"\n\s*\n", s.strip()) if p.strip()]
+    out = []
+    for p in paras:
+        p = " ".join(line.strip() for line in p.splitlines())
+        body, _ = render_statement(p) if "$" in p else (esc(p), True)
+        out.append(f"<p>{body}</p>")
+    return "".join(out)
+
+
+def page(title: str, body: str, depth: int, header: str) -> str:
+    root = "../" * depth
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="generator" content="lemmacheck-report">'
+        '<meta name="referrer" content="no-referrer">'
+        '<link rel="icon" href="data:,">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<header class="top"><a class="brand" href="{root}index.html">lemmacheck</a>{header}</header>'
+        f"<main>{body}</main>"
+        f"<script>{JS}</script></body></html>\n")
+
+
+def _interval(c) -> str:
+    if c is None:
+        return "–"
+    return f"[{S.fmt(c.violation_ci[0], 2)}, {S.fmt(c.violation_ci[1], 2)}]"
+
+
+def _num_attr(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return repr(float(x))
+
+
+def _run_header(info: dict[str, Any]) -> str:
+    return (f'<span class="sub">run {esc(info["run_id"])} · {esc(info["profile"])} profile · seed '
+            f'{esc(info["seed"])} · {esc(info.get("finished") or "unfinished")}</span>')
+
+
+def change_badges(ch) -> str:
+    if ch is None:
+        return ""
+    out = []
+    if ch.status == "new":
+        out.append('<span class="flag good" title="not in the compared run">new</span>')
+        return "".join(out)
+    if ch.started_failing:
+        out.append('<span class="flag bad" title="was ok in the compared run">started failing</span>')
+    if ch.fixed:
+        out.append('<span class="flag good" title="was failing in the compared run">fixed</span>')
+    if ch.verdict_changed:
+        out.append(f'<span class="flag warn" title="verdict in the compared run → now">verdict '
+                   f'{esc(ch.old_verdict)} → {esc(ch.new_verdict)}</span>')
+    if ch.slack_moved:
+        cls = "bad" if ch.slack_moved == "tighter" else ""
+        out.append(f'<span class="flag {cls}" title="worst slack moved by more than the new run\'s '
+                   f'spread (interquartile range of log-slack at its worst configuration)">slack '
+                   f'{esc(S.fmt(ch.old_slack))} → {esc(S.fmt(ch.new_slack))} ({esc(ch.slack_moved)})</span>')
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------- index
+
+def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | None,
+               removed: list[OldClaim], notes: list[str]) -> str:
+    papers: dict[str, list[ClaimView]] = {}
+    for v in sorted(views, key=lambda v: (v.paper, label_key(v.label), v.claim_id)):
+        papers.setdefault(v.paper, []).append(v)
+    body: list[str] = []
+    n_cfg = sum(len(v.res.configs) for v in views if v.res)
+    n_rep = sum(c.drawn for v in views if v.res for c in v.res.configs)
+    total_s = sum(v.seconds for v in views)
+    dur = duration_seconds(info.get("started"), info.get("finished"))
+    body.append(f"<h1>Results: run {esc(info['run_id'])}</h1>")
+    body.append(f'<p class="meta">{len(views)} claims from {len(papers)} papers · {n_cfg} configurations · '
+                f"{n_rep:,} replicates · {fmt_seconds(total_s)} of estimator time</p>")
+    for n in notes:
+        body.append(f'<div class="card warnbox">{esc(n)}</div>')
+
+    # Confirmed findings first: they are the point of the exercise.
+    findings = [v for v in views if v.claim and v.claim.expect == "violated"]
+    if findings:
+        items = []
+        for v in sorted(findings, key=lambda v: (v.paper, label_key(v.label))):
+            state = ('<span class="flag good">still reproduced</span>' if v.verdict == "violated" else
+                     f'<span class="flag bad">not reproduced in this run (verdict {esc(v.verdict)})</span>')
+            items.append(f'<li><a href="claims/{quote(v.slug)}.html"><b>{esc(v.paper)} · {esc(v.label)}</b></a> '
+                         f"{esc(v.title)} {badge(v.verdict)}{state}"
+                         f'<div class="prose small">{rich_text(v.claim.finding)}</div></li>')
+        body.append('<section class="card findings"><h2>Confirmed findings: printed statements that fail</h2>'
+                    f"<ul>{''.join(items)}</ul></section>")
+
+    if cmp is not None:
+        body.append(_changes_section(views, cmp, removed))
+
+    # Coverage at a glance.
+    rows = []
+    tot = {k: 0 for k in COUNTED + ["other", "unexpected", "all"]}
+    for p, vs in papers.items():
+        cnt = {k: sum(1 for v in vs if v.verdict == k) for k in COUNTED}
+        other = len(vs) - sum(cnt.values())
+        unexpected = sum(1 for v in vs if not v.ok)
+        for k in COUNTED:
+            tot[k] += cnt[k]
+        tot["other"] += other
+        tot["unexpected"] += unexpected
+        tot["all"] += len(vs)
+        rows.append(_coverage_row(f'<a href="#paper-{esc(_anchor(p))}">{esc(p)}</a>', cnt, other, unexpected,
+                                  len(vs)))
+    rows.append(_coverage_row("<b>all</b>", {k: tot[k] for k in COUNTED}, tot["other"], tot["unexpected"],
+                              tot["all"]))
+    body.append('<h2>Coverage</h2><div class="tablewrap"><table class="coverage"><thead><tr><th>paper</th>'
+                + "".join(f'<th class="num">{k}</th>' for k in COUNTED)
+                + '<th class="num" title="inconclusive scaling fits, errors">other</th>'
+                  '<th class="num" title="verdict differs from the claim\'s expectation, or estimator errors">'
+                  'unexpected</th><th class="num">claims</th><th>distribution</th></tr></thead><tbody>'
+                + "".join(rows) + "</tbody></table></div>")
+
+    # Filter controls and one table per paper.
+    opts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in COUNTED + ["n/a", "error"]
+                   if any(x.verdict == v for x in views))
+    body.append('<h2>Claims</h2><div class="controls">'
+                '<input type="search" id="filter-text" placeholder="Filter: id, label, title, kind, flag…" '
+                'aria-label="filter claims">'
+                f'<select id="filter-verdict" aria-label="verdict"><option value="">all verdicts</option>{opts}'
+                '</select><label><input type="checkbox" id="filter-unexpected"> only unexpected'
+                f'{" or changed" if cmp else ""}</label><span class="count" id="filter-count"></span></div>')
+    for p, vs in papers.items():
+        cnt = {k: sum(1 for v in vs if v.verdict == k) for k in COUNTED}
+        summary = " · ".join(f"{n} {k}" for k, n in cnt.items() if n)
+        head = ('<th data-type="num">result</th><th>title</th><th>kind</th><th data-type="num">verdict</th>'
+                '<th class="num" data-type="num" title="smallest slack over all replicates and configurations '
+                '(1 is tight, below 1 a violation); † outside the stated regime">worst slack</th>'
+                '<th class="num" data-type="num" title="Clopper–Pearson interval for the violation rate at the '
+                'worst configuration, and the stated δ">violation rate</th><th>search</th>'
+                '<th class="num" data-type="num" title="estimator time: sum of shard seconds">time</th>'
+                + ('<th data-type="num">change</th>' if cmp else ""))
+        trs = [_index_row(i, v, cmp is not None) for i, v in enumerate(vs)]
+        body.append(f'<section class="paper" id="paper-{esc(_anchor(p))}"><h3>{esc(p)} '
+                    f'<span class="small">{len(vs)} claims · {esc(summary)}</span></h3>'
+                    f'<div class="tablewrap"><table class="claims sortable"><thead><tr>{head}</tr></thead>'
+                    f"<tbody>{''.join(trs)}</tbody></table></div></section>")
+
+    body.append(_run_section(info, dur, total_s))
+    body.append(_legend_section())
+    return page(f"lemmacheck: run {info['run_id']}", "".join(body), 0, _run_header(info))
+
+
+def _anchor(p: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", p)
+
+
+def _coverage_row(name: str, cnt: dict[str, int], other: int, unexpected: int, total: int) -> str:
+    segs = []
+    for k in COUNTED:
+        if cnt[k]:
+            segs.append(f'<span class="b-{k}" style="width:{100 * cnt[k] / max(total, 1):.2f}%" '
+                        f'title="{cnt[k]} {k}"></span>')
+    if other:
+        segs.append(f'<span class="b-error" style="width:{100 * other / max(total, 1):.2f}%" '
+                    f'title="{other} other"></span>')
+    cells = "".join(f'<td class="num">{cnt[k] or ""}</td>' for k in COUNTED)
+    warn = f'<b style="color:var(--violated)">{unexpected}</b>' if unexpected else ""
+    return (f"<tr><td>{name}</td>{cells}<td class=\"num\">{other or ''}</td><td class=\"num\">{warn}</td>"
+            f'<td class="num">{total}</td><td><div class="bar">{"".join(segs)}</div></td></tr>')
+
+
+def _index_row(order: int, v: ClaimView, compare: bool) -> str:
+    w = v.worst()
+    classes = []
+    if not v.ok:
+        classes.append("unexpected")
+    if v.change is not None and v.change.any:
+        classes.append("changed")
+    flags = flags_html(v.res.flags) if v.res else ""
+    expect = v.claim.expect if v.claim else ""
+    unexpected = ""
+    if v.res and v.verdict != expect:
+        unexpected = f'<span class="flag bad" title="the claim file expects {esc(expect)}">expected ' \
+                     f"{esc(expect)}</span>"
+    if v.error:
+        unexpected = f'<span class="flag bad" title="{esc(v.error)}">not evaluated</span>'
+    sl = w.slack_min if w else None
+    dagger = ' <span title="worst configuration is outside the stated regime">†</span>' \
+        if w is not None and not w.in_regime else ""
+    delta = f'<div class="small">δ = {esc(S.fmt(w.delta))}</div>' if w is not None else ""
+    search = v.claim.check.search if v.claim and v.claim.check else "–"
+    kind = v.claim.kind if v.claim else v.definition.get("kind", "")
+    mode = v.claim.mode if v.claim else ""
+    sev = VERDICT_ORDER.index(v.verdict) if v.verdict in VERDICT_ORDER else len(VERDICT_ORDER)
+    chg = ""
+    if compare:
+        ch = v.change
+        rank = 0 if ch and ch.started_failing else 1 if ch and ch.verdict_changed else \
+            2 if ch and ch.slack_moved else 3 if ch and ch.any else 4
+        chg = f'<td data-v="{rank}">{change_badges(ch)}</td>'
+    return (f'<tr data-verdict="{esc(v.verdict)}" class="{" ".join(classes)}">'
+            f'<td class="label" data-v="{order}"><a href="claims/{quote(v.slug)}.html">{esc(v.label)}</a></td>'
+            f'<td>{esc(v.title)}<div class="small">{esc(v.claim_id)}</div></td>'
+            f'<td>{esc(kind)}<div class="small">{esc(mode)}</div></td>'
+            f'<td data-v="{sev}">{badge(v.verdict)}{flags}{unexpected}</td>'
+            f'<td class="num" data-v="{_num_attr(sl)}">{esc(S.fmt(sl))}{dagger}</td>'
+            f'<td class="num" data-v="{_num_attr(w.violation_ci[1] if w else None)}">{_interval(w)}{delta}</td>'
+            f"<td>{esc(search)}</td>"
+            f'<td class="num" data-v="{_num_attr(v.seconds)}">{fmt_seconds(v.seconds) if v.res else "–"}</td>'
+            f"{chg}</tr>")
+
+
+def _changes_section(views: list[ClaimView], cmp: Comparison, removed: list[OldClaim]) -> str:
+    def link(v: ClaimView) -> str:
+        return (f'<a href="claims/{quote(v.slug)}.html">{esc(v.paper)} · {esc(v.label)}</a> '
+                f'<span class="small">{esc(v.claim_id)}</span>')
+
+    failing = [v for v in views if v.change and v.change.started_failing]
+    fixed = [v for v in views if v.change and v.change.fixed]
+    verdict = [v for v in views if v.change and v.change.verdict_changed]
+    slack = [v for v in views if v.change and v.change.slack_moved]
+    new = [v for v in views if v.change and v.change.status == "new"]
+    parts = []
+    started = cmp.info.get("started", "")
+    parts.append(f'<p class="note">Compared with run {esc(cmp.run_id)} ({esc(cmp.info.get("profile"))} profile, '
+                 f'seed {esc(cmp.info.get("seed"))}, started {esc(started)}) of <code>{esc(cmp.path)}</code>. '
+                 "Each run is judged by its own claim definitions. A worst slack counts as moved when its change "
+                 "on the log scale exceeds the new run's spread: the interquartile range of log-slack over the "
+                 "replicates of the new run's worst configuration.</p>")
+
+    def block(title: str, vs: list[ClaimView], cls: str = "") -> None:
+        if vs:
+            parts.append(f'<h3 class="{cls}">{esc(title)} ({len(vs)})</h3><ul>'
+                         + "".join(f"<li>{link(v)} {change_badges(v.change)}</li>" for v in vs) + "</ul>")
+
+    block("Started failing", failing)
+    block("Verdict changed", [v for v in verdict if v not in failing])
+    block("Fixed", [v for v in fixed if v not in verdict])
+    block("Worst slack moved beyond the new run's spread", [v for v in slack if v not in verdict])
+    block("New claims", new)
+    if removed:
+        parts.append(f"<h3>Removed claims ({len(removed)})</h3><ul>" + "".join(
+            f"<li>{esc(o.paper)} · {esc(o.label)} <span class=\"small\">{esc(o.claim_id)}</span> "
+            f"(was {badge(o.verdict)})</li>" for o in removed) + "</ul>")
+    if not (failing or fixed or verdict or slack or new or removed):
+        parts.append("<p>No changes: same claims, same verdicts, worst slacks within the spread.</p>")
+    return f'<section class="card changes"><h2>Changes since run {esc(cmp.run_id)}</h2>{"".join(parts)}</section>'
+
+
+def _run_section(info: dict[str, Any], dur: float | None, total_s: float) -> str:
+    versions = info.get("versions") or {}
+    vers = " · ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(versions.items()))
+    facts = [
+        ("run", f"{esc(info['run_id'])}"),
+        ("seed", esc(info["seed"])),
+        ("profile", esc(info["profile"])),
+        ("started", esc(info.get("started") or "–")),
+        ("finished", esc(info.get("finished") or "unfinished")),
+        ("duration", fmt_seconds(dur) if dur is not None else "–"),
+        ("estimator time", f"{fmt_seconds(total_s)} (sum over shards)"),
+        ("machine", esc(info.get("device", ""))),
+        ("versions", vers),
+        ("error control", f"α = {S.fmt(DEFAULT_ALPHA)} per configuration (two-sided Clopper–Pearson)"),
+        ("data", ('<a href="results.json">results.json</a> (every claim and configuration) · '
+                 '<a href="results.csv">results.csv</a> (one row per configuration)')),
+    ]
+    return ('<h2>Run</h2><div class="card"><dl class="facts">'
+            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl></div>")
+
+
+def _legend_section() -> str:
+    items = "".join(f"<dt>{badge(k)}</dt><dd>{esc(t)}</dd>" for k, t in VERDICT_TEXT.items() if k != "n/a")
+    items += "".join(f'<dt><span class="flag {c}">{esc(k)}</span></dt><dd>{esc(t)}</dd>'
+                     for k, (c, t) in FLAG_TEXT.items())
+    return ('<h2>Reading this report</h2><div class="card"><dl class="facts legendtext">' + items +
+            "<dt>slack</dt><dd>bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below "
+            "1 is a violation.</dd><dt>search</dt><dd>how a “for all” was approached; a search can refute a "
+            "universal statement, never prove it.</dd></dl></div>")
+
+
+# --------------------------------------------------------------------------------------------- claim page
+
+def _math_or_code(make) -> str:
+    try:
+        return make()
+    except (LatexError, Exception) as exc:  # noqa: BLE001  (sympy's printers raise many types)
+        return f'<code title="{esc(exc)}">?</code>'
+
+
+def _relation_mathml(view: ClaimView) -> str:
+    chk = view.claim.check
+    rel = {"<=": "≤", "<": "<", ">=": "≥", ">": ">"}[chk.relation]
+    frag = chk.bound.mathml
+
+    def make() -> str:
+        inner = sanitize(frag)[len("<math>"):-len("</math>")]
+        q = html.escape(chk.quantity)
+        return '<span class="formula">' + sanitize(
+            f'<math><mrow><mtext class="mtt">{q}</mtext><mo>{html.escape(rel)}</mo>{inner}</mrow></math>') + "</span>"
+
+    return _math_or_code(make)
+
+
+def _requires_list(view: ClaimView) -> str:
+    chk = view.claim.check
+    if chk.requires is None:
+        return "<p>none stated</p>"
+    sym = chk.requires.sym
+    parts = list(sym.args) if isinstance(sym, sympy.And) else [sym]
+    lis = []
+    for p in parts:
+        lis.append("<li>" + _math_or_code(lambda p=p: sympy_mathml(sympy.mathml(p, printer="presentation")))
+                   + "</li>")
+    consts = ", ".join(f"{esc(k)} = {esc(S.fmt(v))}" for k, v in chk.regime_constants.items()
+                       if k in chk.requires.names)
+    extra = f'<p class="small">regime constants evaluated at {consts}</p>' if consts else ""
+    return f'<ul class="requires">{"".join(lis)}</ul>{extra}<details><summary>as written</summary>' \
+           f"<pre>{esc(chk.requires.text)}</pre></details>"
+
+
+def _figure(fig: tuple[str, str, str] | None, title: str) -> str:
+    if fig is None:
+        return ""
+    plot, legend, caption = fig
+    return f'<div class="figure"><h3>{esc(title)}</h3>{plot}{legend}<p class="caption">{esc(caption)}</p></div>'
+
+
+def _scaling_section(view: ClaimView) -> str:
+    sc = view.res.scaling if view.res else None
+    if not sc:
+        return ""
+    rows = []
+    swept = sc.get("swept") or []
+    for k in swept:
+        claimed = sc["claimed_exponents"].get(k)
+        fitted = sc["fitted_exponents"].get(k)
+        slope = sc["implied_constant_slopes"].get(k)
+        lo, hi = sc["slope_ci"].get(k, [math.nan, math.nan])
+        rows.append(f"<tr><td>{esc(k)}</td><td class=\"num\">{esc(S.fmt(claimed))}</td>"
+                    f"<td class=\"num\">{esc(S.fmt(fitted))}</td>"
+                    f"<td class=\"num\">[{esc(S.fmt(claimed + lo))}, {esc(S.fmt(claimed + hi))}]</td>"
+                    f"<td class=\"num\">{esc(S.fmt(slope))}</td>"
+                    f"<td class=\"num\">[{esc(S.fmt(lo))}, {esc(S.fmt(hi))}]</td></tr>")
+    table = ""
+    if rows:
+        table = ('<div class="tablewrap"><table><thead><tr><th>parameter</th><th class="num">claimed exponent'
+                 '</th><th class="num">fitted exponent</th><th class="num">95% interval</th>'
+                 '<th class="num">Ĉ slope</th><th class="num">95% interval</th></tr></thead><tbody>'
+                 + "".join(rows) + "</tbody></table></div>")
+    reason = f'<p class="note">{esc(sc["reason"])}</p>' if sc.get("reason") else ""
+    facts = (f'<p>Shape (hidden constants {esc(", ".join(sc.get("constants", [])))} set to 1): '
+             f'<code>{esc(sc.get("shape", ""))}</code>. Verdict of the fit: {badge(str(sc.get("verdict")))}; '
+             f'tolerance on the implied-constant slope: {esc(S.fmt(sc.get("tolerance")))}. '
+             f'Largest implied constant seen: {esc(S.fmt(sc.get("implied_constant_max")))}.</p>')
+    return ('<h2>Scaling law</h2><p class="note">The bound has hidden constants, so it is checked as a scaling '
+            "law: the implied constant Ĉ = quantity / shape must not grow along the sweep. Fitted exponent = "
+            "claimed exponent + slope of log Ĉ (bootstrap intervals over replicates).</p>"
+            + facts + table + reason + '<div class="sweep">'
+            + _figure(plots.scaling_plot(view), "Implied constant along the sweep") + "</div>")
+
+
+def _params_table(p: dict[str, Any]) -> str:
+    return "".join(f"<tr><td>{esc(k)}</td><td class=\"num\">{esc(S.fmt(float(v), 8))}</td></tr>"
+                   for k, v in p.items())
+
+
+def _worst_section(view: ClaimView) -> str:
+    w = view.worst()
+    if w is None:
+        return ""
+    repro = view.repro()
+    worst = w.worst or {}
+    facts = [
+        ("regime", "inside the stated regime" if w.in_regime else "<b>outside</b> the stated regime"),
+        ("verdict here", badge(w.verdict)),
+        ("bound", esc(S.fmt(w.bound, 8))),
+        ("worst replicate", (f"value {esc(S.fmt(worst.get('value'), 8))} (shard {esc(worst.get('shard'))}, "
+                            f"replicate {esc(worst.get('replicate'))})")),
+        ("slack", f"min {esc(S.fmt(w.slack_min, 5))}, median {esc(S.fmt(w.slack_median, 5))}"),
+        ("violations", f"{w.violations} of {w.replicates} (interval {_interval(w)}, δ = {esc(S.fmt(w.delta))})"),
+        ("estimate", f"median {esc(S.fmt(w.value_median, 6))}, max {esc(S.fmt(w.value_max, 6))}"),
+        ("method", esc(w.method or "–")),
+        ("seed", esc(w.seed)),
+    ]
+    if w.conditioning_failures:
+        facts.append(("conditioning", f"{w.conditioning_failures} replicate(s) did not meet the hypotheses"))
+    return ('<h2>Worst configuration</h2><div class="card"><div class="plots"><div><dl class="facts">'
+            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl></div>"
+            + '<div><table><thead><tr><th>parameter</th><th class="num">value</th></tr></thead><tbody>'
+            + _params_table(w.params) + "</tbody></table></div></div>"
+            + (f'<h3>Reproduce</h3><pre><code>{esc(repro)}</code></pre>' if repro else "") + "</div>")
+
+
+def _configs_table(view: ClaimView) -> str:
+    res = view.res
+    if not res or not res.configs:
+        return ""
+    names = list(view.claim.params) if view.claim else sorted({k for c in res.configs for k in c.params})
+    varying = [k for k in names if len({c.params.get(k) for c in res.configs}) > 1] or names[:4]
+    head = "".join(f'<th class="num" data-type="num">{esc(k)}</th>' for k in varying)
+    rows = []
+    for c in res.configs:
+        cells = "".join(f'<td class="num" data-v="{_num_attr(float(c.params[k]))}">{esc(S.fmt(float(c.params[k]), 6))}'
+                        "</td>" if k in c.params else "<td></td>" for k in varying)
+        err = f'<div class="small" style="color:var(--violated)">{esc("; ".join(c.errors)[:400])}</div>' \
+            if c.errors else ""
+        vac = '<span class="flag warn">vacuous</span>' if c.vacuous else ""
+        rows.append(
+            f'<tr><td class="num" data-v="{c.index}">{c.index}</td>{cells}'
+            f'<td data-v="{int(c.in_regime)}">{"yes" if c.in_regime else "<b>no</b>"}</td>'
+            f'<td>{badge(c.verdict)}{vac}{err}</td>'
+            f'<td class="num" data-v="{_num_attr(c.slack_min)}">{esc(S.fmt(c.slack_min))}</td>'
+            f'<td class="num" data-v="{_num_attr(c.slack_median)}">{esc(S.fmt(c.slack_median))}</td>'
+            f'<td class="num" data-v="{c.violations}">{c.violations}/{c.replicates}</td>'
+            f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c)}</td>'
+            f'<td class="num" data-v="{_num_attr(c.delta)}">{esc(S.fmt(c.delta))}</td>'
+            f'<td class="num" data-v="{_num_attr(c.bound)}">{esc(S.fmt(c.bound, 5))}</td>'
+            f'<td class="num" data-v="{_num_attr(c.value_median)}">{esc(S.fmt(c.value_median, 5))}</td>'
+            f'<td class="num" data-v="{_num_attr(c.seconds)}">{fmt_seconds(c.seconds)}</td></tr>')
+    return ('<h2>All configurations</h2><div class="tablewrap"><table class="sortable configs"><thead><tr>'
+            f'<th class="num" data-type="num">#</th>{head}<th data-type="num">in regime</th><th>verdict</th>'
+            '<th class="num" data-type="num">slack min</th><th class="num" data-type="num">slack median</th>'
+            '<th class="num" data-type="num">violations</th><th class="num" data-type="num">interval</th>'
+            '<th class="num" data-type="num">δ</th><th class="num" data-type="num">bound</th>'
+            '<th class="num" data-type="num">median estimate</th><th class="num" data-type="num">time</th>'
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+
+
+def _change_note(view: ClaimView, cmp: Comparison | None) -> str:
+    if cmp is None or view.change is None:
+        return ""
+    ch = view.change
+    if ch.status == "new":
+        return f'<div class="card changes"><b>New</b> since run {esc(cmp.run_id)} of <code>{esc(cmp.path)}</code>.</div>'
+    slack_txt = ""
+    if ch.old_slack is not None or ch.new_slack is not None:
+        moved = {"tighter": "moved <b>tighter</b>", "looser": "moved looser"}.get(ch.slack_moved,
+                                                                                   "within the spread")
+        spread = f" (spread: a factor e^±{esc(S.fmt(ch.spread))}, the new run's interquartile range of " \
+                 "log-slack at its worst configuration)" if ch.spread is not None else ""
+        slack_txt = f"; worst slack {esc(S.fmt(ch.old_slack))} → {esc(S.fmt(ch.new_slack))}, {moved}{spread}"
+    return (f'<div class="card changes"><b>Compared with run {esc(cmp.run_id)}</b> of <code>{esc(cmp.path)}</code>: '
+            f"verdict {badge(ch.old_verdict or '')} → {badge(ch.new_verdict or '')} {change_badges(ch)}"
+            f"{slack_txt}.</div>")
+
+
+def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) -> str:
+    claim, res = view.claim, view.res
+    body: list[str] = []
+    raw = view.definition
+    statement = claim.statement if claim else str(raw.get("statement", ""))
+    body.append(f'<p class="meta"><a href="../index.html">← all results</a> · '
+                f'<a href="../index.html#paper-{esc(_anchor(view.paper))}">{esc(view.paper)}</a> · '
+                f"{esc(view.label)}</p>")
+    body.append(f'<h1><span class="label">{esc(view.label)}</span>{esc(view.title)}</h1>')
+    kind = claim.kind if claim else raw.get("kind", "")
+    mode = claim.mode if claim else ""
+    body.append(f'<p class="meta"><code>{esc(view.claim_id)}</code> · kind {esc(kind)} · {esc(mode)} · '
+                f"source <code>{esc(view.source)}</code></p>")
+    if view.error:
+        body.append(f'<div class="card errbox"><b>Not evaluated.</b> {esc(view.error)}</div>')
+
+    # Verdict card.
+    if res is not None and claim is not None:
+        w = view.worst()
+        flags = "".join(f'<li><span class="flag {FLAG_TEXT.get(f, ("", ""))[0]}">{esc(f)}</span> '
+                        f'{esc(FLAG_TEXT.get(f, ("", f))[1])}</li>' for f in res.flags)
+        exp = ""
+        if res.verdict != claim.expect:
+            exp = f'<span class="flag bad">expected {esc(claim.expect)}</span>'
+        elif claim.expect == "violated":
+            exp = '<span class="flag good">confirmed finding, still reproduced</span>'
+        n_in = sum(1 for c in res.configs if c.in_regime)
+        facts = []
+        if w is not None:
+            facts += [("worst slack", f"{esc(S.fmt(w.slack_min, 4))}"
+                       + ("" if w.in_regime else " (outside the stated regime)")),
+                      ("violations there", (f"{w.violations} of {w.replicates}, rate interval {_interval(w)} "
+                                           f"vs δ = {esc(S.fmt(w.delta))}"))]
+        if claim.check is not None:
+            facts += [("configurations", f"{len(res.configs)} ({n_in} in the stated regime)"),
+                      ("replicates", f"{sum(c.drawn for c in res.configs):,}"),
+                      ("search", esc(claim.check.search)),
+                      ("dtype", esc(claim.check.dtype)),
+                      ("time", fmt_seconds(view.seconds))]
+        if claim.mode == "infeasible":
+            facts.append(("why", esc(claim.infeasible)))
+        body.append(f'<div class="card"><p>{badge(res.verdict, True)} {exp} '
+                    f'<span class="note">{esc(VERDICT_TEXT.get(res.verdict, ""))}</span></p>'
+                    + (f'<ul class="plainlist">{flags}</ul>' if flags else "")
+                    + '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+                    + "</dl>" + (f'<p class="note">{esc(res.message)}</p>' if res.message and
+                                 claim.mode != "infeasible" else "") + "</div>")
+    body.append(_change_note(view, cmp))
+    if claim is not None and claim.finding:
+        body.append(f'<div class="card findings"><h2>Finding</h2><div class="prose">{rich_text(claim.finding)}'
+                    "</div></div>")
+
+    # Statement.
+    rendered, ok = render_statement(statement)
+    body.append('<h2>Statement</h2><div class="card"><div class="statement">' + rendered + "</div>"
+                + ("" if ok else '<p class="note">This statement uses LaTeX outside what the offline converter '
+                                 "supports, so its source is shown.</p>")
+                + f"<details><summary>LaTeX source</summary><pre>{esc(statement)}</pre></details></div>")
+
+    if claim is not None and claim.check is not None:
+        chk = claim.check
+        prob = ""
+        if chk.prob_expr is not None:
+            prob = '<span class="formula">' + _math_or_code(lambda: sympy_mathml(chk.prob_expr.mathml)) + "</span>"
+        checked = [("checked", _relation_mathml(view)),
+                   ("bound as written", f"<code>{esc(chk.bound.text)}</code>"),
+                   ("probability", (f"at least {prob}" if prob else esc(chk.probability))),
+                   ("quantifiers", esc(claim.quantifiers())),
+                   ("stated regime", _requires_list(view))]
+        if chk.constants:
+            checked.append(("hidden constants", esc(", ".join(chk.constants)) + " (checked as a scaling law)"))
+        if chk.trivial is not None:
+            checked.append(("trivial bound", (f"<code>{esc(chk.trivial.text)}</code> (weaker bounds are flagged "
+                                             "vacuous)")))
+        if chk.args:
+            checked.append(("estimator options", f"<code>{esc(json.dumps(chk.args, sort_keys=True))}</code>"))
+        if claim.inputs:
+            checked.append(("inputs", f"<code>{esc(json.dumps(claim.inputs, sort_keys=True))}</code>"))
+        checked.append(("network", esc(claim.network)))
+        body.append('<h2>What is checked</h2><div class="card"><dl class="facts">'
+                    + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in checked) + "</dl></div>")
+
+        figs = _figure(plots.estimate_plot(view), "Estimate against the bound across the sweep") + \
+            _figure(plots.ecdf_plot(view), "Slack distribution")
+        if figs:
+            body.append(f'<h2>Across the sweep</h2><div class="sweep">{figs}</div>')
+        body.append(_scaling_section(view))
+        body.append(_worst_section(view))
+        errs = sorted({e for c in (res.configs if res else []) for e in c.errors})
+        if errs:
+            body.append('<h2>Estimator errors</h2><div class="card errbox"><ul>'
+                        + "".join(f"<li><code>{esc(e)}</code></li>" for e in errs[:20]) + "</ul>"
+                        + (f"<p>… and {len(errs) - 20} more</p>" if len(errs) > 20 else "") + "</div>")
+        body.append(_configs_table(view))
+
+    notes = claim.notes if claim else str(raw.get("notes", ""))
+    extra = []
+    for key, title in (("reading", "Reading"), ("variant_of", "Variant of")):
+        if raw.get(key):
+            extra.append(f"<h3>{title}</h3><div class=\"prose\">{rich_text(str(raw[key]))}</div>")
+    if notes or extra:
+        body.append('<h2>Notes</h2><div class="card prose">' + (rich_text(notes) if notes else "")
+                    + "".join(extra) + "</div>")
+    title = f"{view.paper} {view.label}: {view.title}"
+    return page(title, "".join(body), 1, _run_header(info))

@@ -1,0 +1,49 @@
+"""Fixtures shared by the unit tests: tiny, fast claim files written into a temporary claims/ folder."""
+
+from pathlib import Path
+
+import pytest
+
+# A minimal valid claim: cheap quantity, two configurations, explicit constants.
+NORM_CLAIM = '''
+id        = "toy/lemma-1/norm"
+paper     = "toy"
+result    = "Lemma 1"
+title     = "A toy norm bound"
+statement = '\\|x_{l,i}\\|_2 \\le B'
+kind      = "norm-at-init"
+network   = "zou2018"
+inputs    = { kind = "unit-sphere", n = "n", d = "d" }
+
+[params]
+m = { values = [16, 64] }
+L = { min = 1, max = 4 }
+n = { value = 3 }
+d = { value = 8 }
+B = { values = [1.5, 100.0, 0.5] }
+delta = { value = 0.1 }
+
+[check]
+quantity    = "max-layer-output-norm"
+relation    = "<="
+bound       = "B"
+probability = "1 - delta"
+requires    = "m >= 32"
+
+[profiles.quick]
+replicates = 40
+shard_size = 10
+configs = [ { m = 16, L = 2, B = 100.0 }, { m = 64, L = 2, B = 100.0 } ]
+
+[profiles.full]
+replicates = 40
+shard_size = 10
+grid = { m = [16, 64], L = [1, 2] }
+'''
+
+
+@pytest.fixture
+def claims_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "claims" / "toy"
+    d.mkdir(parents=True)
+    return d

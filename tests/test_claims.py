@@ -1,0 +1,106 @@
+"""Claim-file validation: every malformed file gets one clear error naming the file, the field and the fix."""
+
+from pathlib import Path
+
+import pytest
+
+from lemmacheck.claims import load_claim, load_claims
+from lemmacheck.errors import ClaimError
+
+from conftest import NORM_CLAIM
+
+
+def _write(dirpath: Path, text: str, name: str = "c.toml") -> Path:
+    p = dirpath / name
+    p.write_text(text)
+    return p
+
+
+def test_valid_claim_loads(claims_dir):
+    c = load_claim(_write(claims_dir, NORM_CLAIM))
+    assert c.id == "toy/lemma-1/norm" and c.mode == "probabilistic" and c.expect == "holds"
+    assert c.check.bound.evaluate({"B": 1.5}) == 1.5
+    assert c.delta({"delta": 0.1}) == pytest.approx(0.1)
+    assert len(c.profiles["quick"].configs) == 2 and len(c.profiles["full"].configs) == 4
+    # unspecified parameters take their first declared value
+    assert c.profiles["quick"].configs[0] == {"m": 16, "L": 2, "n": 3, "d": 8, "B": 100.0, "delta": 0.1}
+
+
+@pytest.mark.parametrize("old,new,field,words", [
+    ('title     = "A toy norm bound"\n', "", "title", "missing"),
+    ('quantity    = "max-layer-output-norm"', 'quantity    = "max-layer-norm"', "check.quantity", "unknown quantity"),
+    ('bound       = "B"', 'bound       = "B * ("', "check.bound", "cannot parse"),
+    ('bound       = "B"', 'bound       = "B * K"', "check.bound", "unknown name(s) ['K']"),
+    ('requires    = "m >= 32"', 'requires    = "m >= C0"', "check.requires", "unknown name(s) ['C0']"),
+    ("L = { min = 1, max = 4 }", "L = { min = 5, max = 4 }", "params.L", "min 5 > max 4"),
+    ('relation    = "<="', 'relation    = "=<"', "check.relation", "not a relation"),
+    ('network   = "zou2018"', 'network   = "zou2019"', "network", "unknown network"),
+    ("{ m = 16, L = 2, B = 100.0 }", "{ m = 16, L = 9, B = 100.0 }", "profiles.quick.configs[0].L", "outside"),
+    ("{ m = 16, L = 2, B = 100.0 }", "{ m = 16, K = 2 }", "profiles.quick.configs[0].K", "not a declared"),
+    ('kind      = "norm-at-init"', 'kind      = "norm-at-init"\ncolour = "red"', "colour", "unknown field"),
+    ('probability = "1 - delta"', 'probability = "1 - epsilon"', "check.probability", "unknown name"),
+    ('kind      = "norm-at-init"', 'kind      = "norm-at-init"\nexpect = "violated"', "finding",
+     "must record the finding"),
+    ('inputs    = { kind = "unit-sphere", n = "n", d = "d" }', 'inputs    = { kind = "unit-cube" }',
+     "inputs.kind", "unknown input generator"),
+    ("d = { value = 8 }", "d = { value = nan }", "params.d.values", "not a finite number"),
+])
+def test_malformed_claim_names_file_and_field(claims_dir, old, new, field, words):
+    assert old in NORM_CLAIM
+    p = _write(claims_dir, NORM_CLAIM.replace(old, new))
+    with pytest.raises(ClaimError) as ei:
+        load_claim(p)
+    err = ei.value
+    assert err.field == field
+    assert str(p) in str(err) and f"field '{field}'" in str(err) and words in str(err)
+
+
+def test_not_toml_is_reported(claims_dir):
+    p = _write(claims_dir, "id = ")
+    with pytest.raises(ClaimError, match="not valid TOML"):
+        load_claim(p)
+
+
+def test_one_bad_file_does_not_stop_the_others(claims_dir):
+    _write(claims_dir, NORM_CLAIM, "good.toml")
+    _write(claims_dir, NORM_CLAIM.replace('id        = "toy/lemma-1/norm"', 'id = "toy/x"')
+           .replace('bound       = "B"', 'bound       = "Q"'), "bad.toml")
+    claims, errors = load_claims([claims_dir])
+    assert [c.id for c in claims] == ["toy/lemma-1/norm"]
+    assert len(errors) == 1 and "bad.toml" in str(errors[0]) and "check.bound" in str(errors[0])
+
+
+def test_duplicate_ids_are_rejected(claims_dir):
+    _write(claims_dir, NORM_CLAIM, "a.toml")
+    _write(claims_dir, NORM_CLAIM, "b.toml")
+    claims, errors = load_claims([claims_dir])
+    assert len(claims) == 1 and "duplicate id" in str(errors[0])
+
+
+def test_modes(claims_dir):
+    det = load_claim(_write(claims_dir, NORM_CLAIM.replace('"1 - delta"', '"always"'), "d.toml"))
+    assert det.mode == "deterministic" and det.delta({}) == 0.0
+    sc = load_claim(_write(claims_dir, NORM_CLAIM.replace('bound       = "B"', 'bound       = "C * B"\n'
+                                                          'constants = ["C"]'), "s.toml"))
+    assert sc.mode == "scaling"
+    inf = load_claim(_write(claims_dir, NORM_CLAIM.split("[params]")[0] + 'infeasible = "width 1e50"\n', "i.toml"))
+    assert inf.mode == "infeasible" and inf.expect == "infeasible"
+
+
+def test_extension_module_registers_a_quantity_without_touching_src(tmp_path):
+    """A new paper's quantity lives beside its claims (claims/<paper>/extension.py)."""
+    d = tmp_path / "claims" / "newpaper"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(
+        "import torch\n"
+        "from lemmacheck.context import Observation\n"
+        "from lemmacheck.registry import QUANTITIES\n"
+        "@QUANTITIES.register('test-ext-uniform', 'a uniform draw on [0, 1]', networks=('scalar',))\n"
+        "def uniform(ctx):\n"
+        "    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))\n")
+    (d / "u.toml").write_text(
+        'id = "newpaper/fact-1/uniform"\npaper = "newpaper"\nresult = "Fact 1"\ntitle = "u <= 1"\n'
+        'statement = "u \\\\le 1"\nkind = "probability-tool"\nnetwork = "scalar"\n'
+        '[check]\nquantity = "test-ext-uniform"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
+    claims, errors = load_claims([d])
+    assert not errors and claims[0].check.quantity == "test-ext-uniform"

@@ -1,0 +1,262 @@
+"""du2018 networks against one-network-at-a-time references written from the paper's formulas, and autograd."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lemmacheck import kernels as k
+from lemmacheck.nets import du2018 as du
+
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """One BLAS thread (as the runner uses per shard): tiny matrices run ~10x faster on a shared 2-core box."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def unit(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    x = torch.randn(*shape, generator=gen, dtype=F64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def setup(kind: str, seed: int = 0, R: int = 2, n: int = 3, m: int = 12, H: int = 3, d0: int = 4, p: int = 5,
+          q: int = 3, act: str = "softplus", c_lambda: float = 0.5):
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "cnn":
+        X = du.as_images(unit(gen, R, n, d0 * p), d0, p)
+    else:
+        X = du.as_images(unit(gen, R, n, d0))
+        q = 1
+    net = du.make_net(kind, X, m=m, H=H, act=k.get_activation(act), c_lambda=c_lambda, q=q)
+    Ws, a = du.init(gen, R, net, X.shape[2])
+    y = 2 * torch.rand(R, n, generator=gen, dtype=F64) - 1
+    return net, Ws, a, X, y
+
+
+# ----------------------------------------------------------------- references: one network, one input, loops
+
+def ref_patch(x: torch.Tensor, q: int) -> torch.Tensor:
+    """φ(x) for x ∈ R^{C×p}, written out: row c·q + o of column l is x[c, l + o − (q−1)/2], zero outside."""
+    C, p = x.shape
+    r = (q - 1) // 2
+    out = torch.zeros(C * q, p, dtype=x.dtype)
+    for l in range(p):
+        for c in range(C):
+            for o in range(q):
+                src = l + o - r
+                if 0 <= src < p:
+                    out[c * q + o, l] = x[c, src]
+    return out
+
+
+def ref_forward(kind: str, Ws: list[torch.Tensor], a: torch.Tensor, x: torch.Tensor, sigma, c_sigma: float,
+                s: float, q: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Eq. (2) / eq. (3) / §2.2 for ONE network and ONE input (x: (d,) or (d0, p))."""
+    m = Ws[0].shape[0]
+    xs = [x]
+    if kind in ("fc", "resnet"):
+        h = x
+        for l, W in enumerate(Ws, start=1):
+            if kind == "fc" or l == 1:
+                h = math.sqrt(c_sigma / m) * sigma(W @ h)
+            else:
+                h = h + s / (math.sqrt(m)) * sigma(W @ h)
+            xs.append(h)
+        return xs, a @ h
+    h = x
+    for l, W in enumerate(Ws, start=1):
+        z = W @ ref_patch(h, q)
+        h = math.sqrt(c_sigma / m) * sigma(z) if l == 1 else h + s / math.sqrt(m) * sigma(z)
+        xs.append(h)
+    A = a[:, None].expand(m, h.shape[1])  # a_{r,l} = a_{r,1}
+    return xs, (A * h).sum()
+
+
+@pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
+@pytest.mark.parametrize("act", ["softplus", "tanh", "gelu"])
+def test_forward_matches_paper_formula(kind, act):
+    net, Ws, a, X, y = setup(kind, seed=1, act=act)
+    fwd = du.forward(net, Ws, a, X)
+    cs = k.c_sigma(net.act)
+    for r in range(X.shape[0]):
+        s = float(net.s[r]) if kind != "fc" else 0.0
+        for i in range(X.shape[1]):
+            x = X[r, i, :, 0] if kind != "cnn" else X[r, i]
+            xs, out = ref_forward(kind, [W[r] for W in Ws], a[r], x, net.act.f, cs, s, net.q)
+            assert torch.allclose(fwd.out[r, i], out, rtol=1e-12, atol=1e-14)
+            for h in range(1, net.H + 1):
+                got = fwd.x[h][r, i, :, 0] if kind != "cnn" else fwd.x[h][r, i]
+                assert torch.allclose(got, xs[h], rtol=1e-12, atol=1e-14)
+
+
+def test_residual_scale_and_data_lambda():
+    gen = torch.Generator().manual_seed(2)
+    X = unit(gen, 3, 5, 7)
+    lam = du.data_lambda(du.as_images(X))
+    G = X @ X.transpose(-1, -2)
+    off = (G - torch.diag_embed(torch.diagonal(G, dim1=-2, dim2=-1))).abs().amax(dim=(-1, -2))
+    assert torch.allclose(lam, 1 - off, atol=1e-13)  # unit data: λ = 1 − max_{i≠j} |⟨x_i, x_j⟩|
+    net = du.make_net("resnet", du.as_images(X), m=8, H=4, act=k.softplus(), c_lambda=0.3)
+    assert torch.allclose(net.s, 0.3 * lam ** 1.5 / 4)
+    with pytest.raises(ValueError, match="c_lambda"):
+        du.DuNet("resnet", 8, 4, k.softplus(), 1.5, lam)
+
+
+def test_cnn_lambda_needs_enough_channels():
+    """Reference fact (catalogue §0.6): the 2p×2p block of K^{(0)} has rank ≤ q·d0, so λ = 0 unless q·d0 ≥ 2p."""
+    gen = torch.Generator().manual_seed(3)
+    thin = du.as_images(unit(gen, 2, 3, 2 * 6), 2, 6)  # q d0 = 6 < 12
+    wide = du.as_images(unit(gen, 2, 3, 6 * 3), 6, 3)  # q d0 = 18 ≥ 6
+    assert float(du.data_lambda(thin, 3).abs().max()) < 1e-12
+    assert float(du.data_lambda(wide, 3).min()) > 1e-3
+
+
+# ------------------------------------------------------------------------------------ gradients vs autograd
+
+@pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
+@pytest.mark.parametrize("H", [1, 2, 4])
+def test_closed_form_loss_gradient_matches_autograd(kind, H):
+    net, Ws, a, X, y = setup(kind, seed=4, H=H)
+    grads, fwd, _ = du.loss_gradients(net, Ws, a, X, y)
+    Wr = [W.clone().requires_grad_(True) for W in Ws]
+    total = du.loss(du.forward(net, Wr, a, X).out, y).sum()
+    auto = torch.autograd.grad(total, Wr)
+    for g, ga in zip(grads, auto):
+        torch.testing.assert_close(g, ga, rtol=1e-10, atol=1e-10 * float(ga.abs().max()))
+
+
+@pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
+def test_gram_matrices_match_per_example_autograd_gradients(kind):
+    net, Ws, a, X, y = setup(kind, seed=5, H=3)
+    fwd = du.forward(net, Ws, a, X)
+    Gs = du.grams(fwd, du.backward(net, Ws, a, fwd))
+    R, n = X.shape[:2]
+    for r in range(R):
+        per = []
+        for i in range(n):
+            Wr = [W[r:r + 1].clone().requires_grad_(True) for W in Ws]
+            u = du.forward(net if kind == "fc" else du.DuNet(net.kind, net.m, net.H, net.act, net.c_lambda,
+                                                               net.lam[r:r + 1], net.q),
+                           Wr, a[r:r + 1], X[r:r + 1, i:i + 1]).out.sum()
+            per.append(torch.autograd.grad(u, Wr))
+        for h in range(net.H):
+            ref = torch.stack([torch.stack([(per[i][h] * per[j][h]).sum() for j in range(n)]) for i in range(n)])
+            torch.testing.assert_close(Gs[h][r], ref, rtol=1e-10, atol=1e-12)
+
+
+def test_last_layer_gram_equals_papers_printed_closed_forms():
+    """§6 / App. A: G^{(H)}_{ij} = ⟨x_i^{(H−1)}, x_j^{(H−1)}⟩ (c_σ/m) Σ_r a_r² σ'(w_rᵀx_i) σ'(w_rᵀx_j) (FC);
+    App. B: the same with s²/m (ResNet); App. C: (s²/m) Σ_r [Σ_l a_{r,l} φ_l(x_i) σ'(·)]ᵀ[Σ_k a_{r,k} φ_k(x_j) σ'(·)]."""
+    for kind in ("fc", "resnet", "cnn"):
+        net, Ws, a, X, y = setup(kind, seed=6, H=3)
+        G = du.last_layer_gram(net, Ws, a, X)
+        fwd = du.forward(net, Ws, a, X)
+        m, n = net.m, X.shape[1]
+        for r in range(X.shape[0]):
+            W = Ws[-1][r]
+            pref = k.c_sigma(net.act) / m if kind == "fc" else float(net.s[r]) ** 2 / m
+            for i in range(n):
+                for j in range(n):
+                    if kind == "cnn":
+                        Pi, Pj = ref_patch(fwd.x[-2][r, i], net.q), ref_patch(fwd.x[-2][r, j], net.q)
+                        tot = 0.0
+                        for rr in range(m):
+                            vi = sum(a[r, rr] * Pi[:, l] * net.act.df(W[rr] @ Pi[:, l]) for l in range(Pi.shape[1]))
+                            vj = sum(a[r, rr] * Pj[:, l] * net.act.df(W[rr] @ Pj[:, l]) for l in range(Pj.shape[1]))
+                            tot = tot + vi @ vj
+                    else:
+                        xi, xj = fwd.x[-2][r, i, :, 0], fwd.x[-2][r, j, :, 0]
+                        tot = (xi @ xj) * (a[r] ** 2 * net.act.df(W @ xi) * net.act.df(W @ xj)).sum()
+                    assert float(G[r, i, j]) == pytest.approx(float(pref * tot), rel=1e-11, abs=1e-15)
+
+
+# -------------------------------------------------------------------------------------------------- GD
+
+def test_gradient_descent_step_and_second_order_residual():
+    """One GD step equals W − η ∂L/∂W; I_1 = −ηG(u−y) is the first-order output change, so the remainder
+    I_2 = Δu − I_1 of eq. (7) is O(η²): halving η divides it by ≈ 4."""
+    net, Ws, a, X, y = setup("resnet", seed=7, m=64, H=3)
+    eta = 0.5
+    tr = du.gradient_descent(net, Ws, a, X, y, eta, steps=1)
+    grads, _, _ = du.loss_gradients(net, Ws, a, X, y)
+    for w, w0, g in zip(tr.weights, Ws, grads):
+        torch.testing.assert_close(w, w0 - eta * g, rtol=1e-14, atol=1e-14)
+    assert torch.allclose(tr.loss[:, 0], du.loss(du.forward(net, Ws, a, X).out, y))
+    i2 = [(du.gradient_descent(net, Ws, a, X, y, e, 1).du - du.gradient_descent(net, Ws, a, X, y, e, 1).i1)
+          .norm(dim=-1) for e in (0.2, 0.1)]
+    ratio = i2[0] / i2[1]
+    assert torch.all((ratio > 3.5) & (ratio < 4.5)), ratio
+
+
+def test_gd_decreases_squared_loss_at_small_step():
+    net, Ws, a, X, y = setup("fc", seed=8, m=256, H=2, n=4)
+    tr = du.gradient_descent(net, Ws, a, X, y, 0.05, steps=30)
+    assert torch.all(tr.loss[:, 1:] <= tr.loss[:, :-1])
+    assert torch.all(tr.movement[:, 0] == 0) and torch.all(tr.movement[:, -1] > 0)
+
+
+# -------------------------------------------------------------------------------------- init sampler
+
+def test_conditional_sampler_layer_norms_match_full_forward_in_distribution():
+    """The weight-free sampler draws the same distribution as the full forward pass: compare the means of
+    ‖x^{(h)}‖² (CLT over R = 200 replicates; each side's standard error from its own spread)."""
+    gen = torch.Generator().manual_seed(9)
+    X1 = du.as_images(unit(gen, 1, 3, 5))
+    R, m = 200, 64
+    X = X1.expand(R, *X1.shape[1:]).contiguous()
+    net = du.make_net("resnet", X, m=m, H=3, act=k.softplus(), c_lambda=0.9)
+    Ws, a = du.init(gen, R, net, 5)
+    full = du.forward(net, Ws, a, X).norms() ** 2
+    cond = du.sample_init(gen, net, X).norms() ** 2
+    se = ((full.var(0) + cond.var(0)) / R).sqrt()
+    z = (full.mean(0) - cond.mean(0)) / se
+    assert float(z.abs().max()) < 4.5, z
+
+
+# ------------------------------------------------------------------------------------------ properties
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(C=st.integers(1, 4), p=st.integers(1, 9), q=st.sampled_from([1, 3, 5]), seed=st.integers(0, 2**31 - 1))
+def test_patch_operator_adjoint_and_norm_sandwich(C, p, q, seed):
+    """⟨φ(x), y⟩ = ⟨x, φᵀ(y)⟩, and ‖x‖_F ≤ ‖φ(x)‖_F ≤ √q ‖x‖_F (§2.2, catalogue P2.2)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, C, p, generator=gen, dtype=F64)
+    y = torch.randn(2, C * q, p, generator=gen, dtype=F64)
+    phi = du.patches(x, q)
+    assert torch.allclose((phi * y).sum(), (x * du.patches_adjoint(y, q)).sum(), rtol=1e-12)
+    assert torch.allclose(phi[0], ref_patch(x[0], q))
+    nx, nphi = x.flatten(1).norm(dim=1), phi.flatten(1).norm(dim=1)
+    assert torch.all(nx <= nphi * (1 + 1e-12)) and torch.all(nphi <= math.sqrt(q) * nx * (1 + 1e-12))
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(d=st.integers(2, 6), m=st.integers(2, 10), H=st.integers(1, 4), seed=st.integers(0, 2**31 - 1),
+       c_lambda=st.floats(0.05, 0.95))
+def test_cnn_with_one_pixel_is_the_resnet(d, m, H, seed, c_lambda):
+    """With p = q = 1 the convolutional ResNet's equations are the ResNet's, so outputs, gradients and Gram
+    matrices agree exactly; G = Σ_h G^{(h)} ⪰ G^{(H)}."""
+    gen = torch.Generator().manual_seed(seed)
+    X = du.as_images(unit(gen, 2, 3, d))
+    lam = torch.tensor([0.4, 0.7], dtype=F64)
+    res = du.DuNet("resnet", m, H, k.softplus(), c_lambda, lam)
+    cnn = du.DuNet("cnn", m, H, k.softplus(), c_lambda, lam, q=1)
+    Ws, a = du.init(gen, 2, res, d)
+    y = torch.randn(2, 3, generator=gen, dtype=F64)
+    g1, f1, d1 = du.loss_gradients(res, Ws, a, X, y)
+    g2, f2, d2 = du.loss_gradients(cnn, Ws, a, X, y)
+    assert torch.equal(f1.out, f2.out)
+    for u, v in zip(g1, g2):
+        assert torch.equal(u, v)
+    Gs = du.grams(f1, d1)
+    gap = torch.linalg.eigvalsh(sum(Gs) - Gs[-1])[..., 0]
+    assert torch.all(gap >= -1e-12 * float(sum(Gs).abs().max()))

@@ -1,0 +1,157 @@
+"""The report in a real browser: headless Chromium opens the pages from file://, renders MathML and SVG,
+sorts a table on a click, and requests nothing from the network.
+
+Needs the Debian packages `chromium` and `chromium-driver` (and selenium). Without them the test is skipped,
+or fails with the reason when LEMMACHECK_REQUIRE_BROWSER=1 (CI sets it, so CI cannot skip silently).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_report import make_site
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def _unavailable(reason: str) -> None:
+    msg = (f"browser test cannot run: {reason}. Install with `apt-get install -y chromium chromium-driver` "
+           "(and `pip install selenium`).")
+    if os.environ.get("LEMMACHECK_REQUIRE_BROWSER") == "1":
+        pytest.fail(msg + " LEMMACHECK_REQUIRE_BROWSER=1 is set, so this is an error, not a skip.")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not (Path(path).is_file() and os.access(path, os.X_OK)) and shutil.which(Path(path).name) is None:
+            _unavailable(f"{path} not found")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as exc:
+        _unavailable(f"selenium is not importable ({exc})")
+    binary = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    drv_path = CHROMEDRIVER if Path(CHROMEDRIVER).is_file() else shutil.which("chromedriver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(binary)
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run", "--disable-default-apps", "--disable-sync",
+                "--window-size=1400,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    try:
+        drv = webdriver.Chrome(service=Service(str(drv_path)), options=opts)
+    except Exception as exc:  # noqa: BLE001  (selenium raises several types when the browser cannot start)
+        _unavailable(f"Chromium did not start ({type(exc).__name__}: {exc})")
+    drv.set_page_load_timeout(60)
+    yield drv
+    drv.quit()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return make_site(tmp_path_factory.mktemp("browser-report"))
+
+
+def _requests(drv) -> list[str]:
+    """URLs of every request the pages made since the last call (Chrome DevTools performance log)."""
+    urls = []
+    for entry in drv.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    return urls
+
+
+def _full_screenshot(drv, path: Path) -> None:
+    height = drv.execute_script("return document.documentElement.scrollHeight")
+    drv.set_window_size(1400, min(int(height) + 120, 8000))
+    drv.execute_script("window.scrollTo(0, 0)")
+    drv.save_screenshot(str(path))
+    drv.set_window_size(1400, 1000)
+
+
+def test_pages_render_offline_in_chromium(driver, site, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _requests(driver)  # drop whatever the browser did at start-up
+    index_url = site["index"].resolve().as_uri()
+    driver.get(index_url)
+    assert "lemmacheck" in driver.title
+
+    # The confirmed finding's $...$ renders as MathML with a real size.
+    maths = driver.find_elements(By.CSS_SELECTOR, "section.findings math")
+    assert maths and all(m.size["width"] > 0 and m.size["height"] > 0 for m in maths)
+
+    # Sorting: click "worst slack" in the toy table, read the order, click again for the reverse.
+    table = driver.find_element(By.CSS_SELECTOR, "#paper-toy table.claims")
+    header = next(th for th in table.find_elements(By.CSS_SELECTOR, "thead th") if th.text.startswith("worst slack"))
+    col = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")].index(header.text)
+
+    def column() -> list[str]:
+        return [r.find_elements(By.TAG_NAME, "td")[col].get_attribute("data-v")
+                for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+
+    def labels() -> list[str]:
+        return [r.find_element(By.CSS_SELECTOR, "td.label").text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+
+    assert labels() == ["Theorem 3", "Lemma A.2", "Lemma A.10"]  # paper order by default
+    header.click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    vals = [float(v) for v in column() if v]
+    assert vals == sorted(vals) and len(vals) == 2
+    assert column()[-1] == ""  # the infeasible claim has no slack: last in either direction
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    vals_desc = [float(v) for v in column() if v]
+    assert vals_desc == sorted(vals_desc, reverse=True) and column()[-1] == ""
+
+    # Filtering without a server: the text box and the verdict select.
+    box = driver.find_element(By.ID, "filter-text")
+    box.send_keys("telescoping")
+    visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "table.claims tbody tr") if r.is_displayed()]
+    assert len(visible) == 2
+    assert not driver.find_element(By.ID, "paper-zou2018").is_displayed()
+    box.clear()
+    box.send_keys(" ")  # fires input; whitespace matches everything
+    assert len([r for r in driver.find_elements(By.CSS_SELECTOR, "table.claims tbody tr") if r.is_displayed()]) == 4
+    driver.execute_script("var s=document.getElementById('filter-verdict'); s.value='infeasible';"
+                          "s.dispatchEvent(new Event('change'));")
+    visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "table.claims tbody tr") if r.is_displayed()]
+    assert [r.get_attribute("data-verdict") for r in visible] == ["infeasible"]
+    driver.execute_script("var s=document.getElementById('filter-verdict'); s.value='';"
+                          "s.dispatchEvent(new Event('change')); var q=document.getElementById('filter-text');"
+                          "q.value=''; q.dispatchEvent(new Event('input'));")
+    _full_screenshot(driver, tmp_path / "index.png")
+
+    # A claim page: statement and bound as MathML, two SVG plots, all with a real size.
+    link = driver.find_element(By.LINK_TEXT, "Theorem 5.1 (i)")
+    link.click()
+    assert driver.current_url.startswith("file://") and "/claims/" in driver.current_url
+    statement = driver.find_elements(By.CSS_SELECTOR, ".statement math")
+    assert statement and all(m.size["width"] > 0 and m.size["height"] > 0 for m in statement)
+    bound = driver.find_elements(By.CSS_SELECTOR, ".formula math mfrac")
+    assert bound and bound[0].size["height"] > 0
+    plots = driver.find_elements(By.CSS_SELECTOR, "svg.plot")
+    assert len(plots) == 2 and all(p.size["width"] > 200 and p.size["height"] > 100 for p in plots)
+    assert driver.find_elements(By.CSS_SELECTOR, "svg.plot circle")
+    # Escaped user text shows up as text, and no script from it ran.
+    assert "<script>alert(1)</script>" in driver.find_element(By.TAG_NAME, "h1").text
+    assert driver.execute_script("return document.scripts.length") == 1
+    _full_screenshot(driver, tmp_path / "claim.png")
+    assert (tmp_path / "index.png").stat().st_size > 10_000 and (tmp_path / "claim.png").stat().st_size > 10_000
+
+    # Nothing left the machine: every request was for the local files (or inline data).
+    urls = _requests(driver)
+    assert urls, "performance log recorded no requests at all: the network check would be vacuous"
+    bad = [u for u in urls if not (u.startswith(("file://", "data:")))]
+    assert not bad, f"pages requested network resources: {bad}"

@@ -1,0 +1,123 @@
+"""Verdict rules exactly as DESIGN.md states them, on synthetic observations."""
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lemmacheck.claims import parse_claim
+from lemmacheck.verdicts import claim_result, config_result, slack
+
+from conftest import NORM_CLAIM
+
+
+def _claim(text=NORM_CLAIM):
+    return parse_claim(tomllib.loads(text), Path("synthetic.toml"))
+
+
+def _cfg(claim, values, params=None, valid=None, index=0):
+    values = np.asarray(values, dtype=float)
+    params = params or {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}
+    valid = np.ones(len(values), bool) if valid is None else np.asarray(valid)
+    idx = np.arange(len(values))
+    return config_result(claim, index, params, 1, values, valid, idx // 10, idx % 10, "", 0.0, [])
+
+
+def test_slack_definitions():
+    assert slack("<=", np.array([0.5]), 1.0)[0] == 2.0  # bound / estimate
+    assert slack(">=", np.array([0.5]), 1.0)[0] == 0.5  # estimate / bound
+    assert slack("<=", np.array([0.0]), 1.0)[0] == np.inf
+
+
+def test_probabilistic_rules():
+    c = _claim()
+    # 0/200 violations: holds; the interval's upper end is reported
+    r = _cfg(c, np.full(200, 0.5))
+    assert r.verdict == "holds" and r.violations == 0 and r.violation_ci[0] == 0.0 and 0 < r.violation_ci[1] < 0.1
+    # 100/200 violations against delta = 0.1: the CP lower bound exceeds delta -> violated
+    r = _cfg(c, np.r_[np.full(100, 2.0), np.full(100, 0.5)])
+    assert r.verdict == "violated" and r.violation_ci[0] > 0.1
+    # 15/100: rate above delta but not significantly -> inconclusive
+    r = _cfg(c, np.r_[np.full(15, 2.0), np.full(85, 0.5)])
+    assert r.verdict == "inconclusive"
+    # 10/100 = delta exactly: no significant violation and the rate is within delta -> holds
+    assert _cfg(c, np.r_[np.full(10, 2.0), np.full(90, 0.5)]).verdict == "holds"
+
+
+def test_conditioning_failures_are_not_violations():
+    c = _claim()
+    r = _cfg(c, np.r_[np.full(50, 9.0), np.full(50, 0.5)], valid=np.r_[np.zeros(50, bool), np.ones(50, bool)])
+    assert r.verdict == "holds" and r.conditioning_failures == 50 and r.replicates == 50
+
+
+def test_deterministic_claim_fails_on_one_counterexample_with_its_location():
+    c = _claim(NORM_CLAIM.replace('"1 - delta"', '"always"'))
+    vals = np.full(1000, 0.5)
+    vals[737] = 1.0 + 1e-9
+    r = _cfg(c, vals)
+    assert r.verdict == "violated" and r.violations == 1
+    assert r.worst == {"shard": 73, "replicate": 7, "value": pytest.approx(1 + 1e-9)}
+    vals[737] = 1.0 + 1e-14  # float64 round-off at the bound is not a refutation (COMPARISON_RTOL)
+    assert _cfg(c, vals).verdict == "holds"
+
+
+def test_regime_decides_and_out_of_regime_violations_are_only_flagged():
+    c = _claim()  # requires m >= 32
+    p_in = {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}
+    p_out = {**p_in, "m": 16}
+    bad, good = np.full(100, 2.0), np.full(100, 0.5)
+    res = claim_result(c, [_cfg(c, good, p_in, index=0), _cfg(c, bad, p_out, index=1)])
+    assert res.verdict == "holds" and "violated-out-of-regime" in res.flags
+    res = claim_result(c, [_cfg(c, bad, p_out)])
+    assert res.verdict == "violated" and "out-of-regime" in res.flags
+    res = claim_result(c, [_cfg(c, bad, p_in, index=0), _cfg(c, good, p_out, index=1)])
+    assert res.verdict == "violated" and "out-of-regime" not in res.flags
+
+
+def test_vacuous_flag_when_bound_is_weaker_than_trivial():
+    text = NORM_CLAIM.replace('requires    = "m >= 32"', 'requires    = "m >= 32"\ntrivial = "1.2"')
+    c = _claim(text)
+    loose = _cfg(c, np.full(10, 0.5), {"m": 64, "L": 2, "n": 3, "d": 8, "B": 3.0, "delta": 0.1})
+    tight = _cfg(c, np.full(10, 0.5), {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=1)
+    assert loose.vacuous and not tight.vacuous
+    assert claim_result(c, [loose]).flags == ["vacuous"]
+    assert "partly-vacuous" in claim_result(c, [loose, tight]).flags
+    big_delta = _cfg(c, np.full(10, 0.5), {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 1.5})
+    assert big_delta.vacuous  # a "probability >= 1 - 1.5" says nothing
+
+
+SCALING = NORM_CLAIM.replace('bound       = "B"', 'bound       = "C * sqrt(m)"\nconstants = ["C"]')
+
+
+@pytest.mark.parametrize("exponent,expected", [(0.5, "holds"), (0.25, "holds"), (1.0, "violated")])
+def test_scaling_law_implied_constant(exponent, expected):
+    """Quantity ~ m^exponent against a claimed sqrt(m): growing faster than claimed is a violation."""
+    c = _claim(SCALING)
+    rng = np.random.default_rng(0)
+    cfgs, samples = [], []
+    for j, m in enumerate([16, 64, 256, 1024]):
+        vals = 2.0 * m ** exponent * np.exp(0.05 * rng.standard_normal(30))
+        params = {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}
+        cfgs.append(_cfg(c, vals, params, index=j))
+        samples.append(vals)
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == expected
+    s = res.scaling
+    assert s["swept"] == ["m"] and s["claimed_exponents"]["m"] == pytest.approx(0.5)
+    assert s["fitted_exponents"]["m"] == pytest.approx(exponent, abs=0.02)
+
+
+def test_scaling_with_too_few_configurations_is_inconclusive():
+    c = _claim(SCALING)
+    vals = np.ones(5)
+    cfg = _cfg(c, vals, {"m": 16, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1})
+    assert claim_result(c, [cfg], [vals]).verdict == "inconclusive"
+
+
+def test_nan_estimates_are_errors_not_passes():
+    c = _claim()
+    r = _cfg(c, [0.5, np.nan, 0.5])
+    assert r.verdict == "inconclusive" and "NaN" in r.errors[0]
+    res = claim_result(c, [r])
+    assert "errors" in res.flags and not res.ok
