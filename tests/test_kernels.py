@@ -190,12 +190,14 @@ def _zscores(G: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
     return (G.mean(0) - K) / (G.std(0) / math.sqrt(R))
 
 
-@pytest.mark.parametrize("kind,H", [("fc", 3), ("resnet", 3), ("cnn", 2)])
+@pytest.mark.parametrize("kind,H", [("fc", 3), ("resnet", 1), ("resnet", 3), ("cnn", 2)])
 def test_infinite_width_kernel_matches_wide_network_gram(kind, H):
     """CLT: over R = 48 independent networks of width m = 4096 on one dataset, mean_R G^{(H)}(0) has standard
     error ~ sd/√R per entry, while its bias is O(1/m) (≈ 0.15 standard errors here). So every entry's z-score
     must be O(1): we require max |z| ≤ 4.5 over the n(n+1)/2 entries (a N(0,1) max over 10 entries exceeds
-    4.5 with probability < 1e-4). The printed CNN aggregation (all q² pixel pairs, eq. 6) gives |z| > 100."""
+    4.5 with probability < 1e-4). Layer Gram matrices K^{(h)} and the mean vectors b^{(h)} are checked the same
+    way. The residual scale is made large (s = c_λ λ^{3/2}/H with λ := 1, c_λ = 0.99) so that the residual
+    cross terms matter; the limit holds for any s. The printed CNN aggregation (all q² pairs) gives |z| > 100."""
     gen = torch.Generator().manual_seed(11)
     n, d0, p, q = 4, 6, 3, 3
     R, m = 48, 4096
@@ -204,16 +206,21 @@ def test_infinite_width_kernel_matches_wide_network_gram(kind, H):
     else:
         X = du.as_images(unit(gen, 1, n, 8))
         q = 1
-    net1 = du.make_net(kind, X, m=m, H=H, act=k.softplus(), c_lambda=0.9, q=q)
+    lam = torch.ones(1, dtype=F64)
+    net1 = du.make_net(kind, X, m=m, H=H, act=k.softplus(), c_lambda=0.99, q=q, lam=lam)
     Xr = X.expand(R, *X.shape[1:]).contiguous()
-    net = du.DuNet(kind, m, H, k.softplus(), 0.9, net1.lam.expand(R) if net1.lam is not None else None, q)
+    net = du.DuNet(kind, m, H, k.softplus(), 0.99, lam.expand(R), q)
     smp = du.sample_init(gen, net, Xr)
     K = du.limit_kernels(net1, X)
     z = _zscores(smp.gram_last, K.ntk[0])
     assert float(z.abs().max()) < 4.5, z
-    for h in range(1, H + 1):  # every layer's Gram matrix too (Theorem D.1's K^{(h)})
+    for h in range(1, H + 1):  # every layer's Gram matrix too (Theorem D.1's K^{(h)}) and b^{(h)}
         zh = _zscores(du.point_gram(smp.x[h]), K.layer[h][0])
         assert float(zh.abs().max()) < 4.5, (h, zh)
+        if kind != "fc":
+            bh = smp.x[h].sum(dim=2).reshape(R, -1) / math.sqrt(m)  # m^{-1/2} 1ᵀ x_i^{(h)} per point (i, l)
+            zb = (bh.mean(0) - K.b[h][0]) / (bh.std(0) / math.sqrt(R))
+            assert float(zb.abs().max()) < 4.5, (h, zb)
     if kind == "cnn":
         printed = du.limit_kernels(net1, X, aggregation="all-pairs")
         assert float(_zscores(smp.gram_last, printed.ntk[0]).abs().max()) > 100

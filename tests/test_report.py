@@ -95,6 +95,35 @@ kind       = "training"
 infeasible = "needs training to convergence at infinite width"
 """
 
+SCALING_CLAIM = r"""
+id        = "toy/lemma-b.3/ratio-scaling"
+paper     = "toy"
+result    = "Lemma B.3"
+title     = "The ratio is O(k)"
+statement = '\rho \le C k'
+kind      = "scalar"
+network   = "scalar"
+
+[params]
+k = { values = [1, 2, 4, 8] }
+
+[check]
+quantity    = "telescoping-ratio"
+relation    = "<="
+bound       = "C * k"
+constants   = ["C"]
+probability = "always"
+search      = "random"
+
+[profiles.quick]
+replicates = 20
+shard_size = 10
+grid = { k = [1, 2, 4, 8] }
+
+[profiles.full]
+grid = { k = [1, 2, 4, 8] }
+"""
+
 REMOVED_CLAIM = INFEASIBLE_CLAIM.replace("theorem-3/global-convergence", "theorem-4/gone").replace(
     "Theorem 3", "Theorem 4")
 
@@ -121,7 +150,8 @@ def make_site(root: Path) -> dict:
     """Two stores (old, new) whose verdicts differ, and the report of the new one compared with the old.
 
     old: telescoping bound 1 (holds), plus a claim that is removed later.
-    new: telescoping bound 0.5 (violated: started failing), a new confirmed finding, the rest unchanged.
+    new: telescoping bound 0.5 (violated: started failing), a new confirmed finding, a new scaling claim,
+         the rest unchanged.
     Different folders per version: `load_claim` caches by path.
     """
     old_dir = _write(root / "old" / "claims", {
@@ -129,7 +159,8 @@ def make_site(root: Path) -> dict:
         "toy/infeasible.toml": INFEASIBLE_CLAIM, "toy/removed.toml": REMOVED_CLAIM})
     new_dir = _write(root / "new" / "claims", {
         "zou2018/norm.toml": NORM_CLAIM, "toy/telescoping.toml": SCALAR_CLAIM.replace("BOUND", "0.5"),
-        "toy/finding.toml": FINDING_CLAIM, "toy/infeasible.toml": INFEASIBLE_CLAIM})
+        "toy/finding.toml": FINDING_CLAIM, "toy/infeasible.toml": INFEASIBLE_CLAIM,
+        "toy/scaling.toml": SCALING_CLAIM})
     old_db, new_db = root / "old.db", root / "new.db"
     _run(old_dir, old_db)
     run_id = _run(new_dir, new_db)
@@ -165,7 +196,7 @@ def _row(index: str, claim_id: str) -> re.Match:
 
 
 IDS = ["zou2018/theorem-5.1-i/layer-output-norm", "toy/lemma-a.2/telescoping", "toy/lemma-a.10/telescoping-tight",
-       "toy/theorem-3/global-convergence"]
+       "toy/theorem-3/global-convergence", "toy/lemma-b.3/ratio-scaling"]
 
 
 # --------------------------------------------------------------------------------------------- site
@@ -179,7 +210,7 @@ def test_index_lists_every_claim_with_a_page(site):
     assert len(hrefs) == len(IDS)
     for h in hrefs:
         assert (site["out"] / h).is_file()
-    for label in ("Theorem 5.1 (i)", "Lemma A.2", "Lemma A.10", "Theorem 3"):
+    for label in ("Theorem 5.1 (i)", "Lemma A.2", "Lemma A.10", "Theorem 3", "Lemma B.3"):
         assert f">{label}</a>" in index
     # Run facts and per-paper coverage counts.
     for fact in ("seed", "profile", "versions", "machine", "started", "finished", "duration"):
@@ -247,6 +278,19 @@ def test_plots_present(site):
     assert "--shard-size 10" in page
 
 
+def test_scaling_claim_shows_exponents_and_implied_constant(site):
+    page = _claim_page(site, "toy/lemma-b.3/ratio-scaling")
+    section = page[page.index("<h2>Scaling law</h2>"):page.index("<h2>Worst configuration</h2>")]
+    assert "claimed exponent" in section and "fitted exponent" in section
+    row = re.search(r"<tr><td>k</td><td class=\"num\">([^<]+)</td><td class=\"num\">([^<]+)</td>"
+                    r"<td class=\"num\">\[([^,]+), ([^\]]+)\]</td>", section)
+    assert row and row.group(1) == "1"  # C * k: exponent 1 in k
+    lo, fit, hi = (float(row.group(i).replace("−", "-")) for i in (3, 2, 4))
+    assert lo <= fit <= hi
+    assert "Implied constant along the sweep" in section and section.count('<svg class="plot"') == 1
+    assert page.count('<svg class="plot"') == 3
+
+
 def test_no_external_resources(site):
     external = re.compile(r"""(?:src|href|xlink:href|action)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//""", re.IGNORECASE)
     for name, text in _pages(site["out"]).items():
@@ -265,7 +309,7 @@ def test_csv_and_json_exports(site):
     with open(site["out"] / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     n_configs = sum(len(c["configs"]) for c in doc["claims"])
-    assert len(rows) == n_configs == 3 + 2 + 2
+    assert len(rows) == n_configs == 3 + 2 + 2 + 4
     norm = [r for r in rows if r["claim_id"] == IDS[0]]
     assert [json.loads(r["params"])["m"] for r in norm] == [16, 32, 64]
     assert [r["in_regime"] for r in norm] == ["0", "1", "1"]

@@ -597,7 +597,7 @@ def _residual_kernels(X: torch.Tensor, act: Activation, H: int, s: torch.Tensor 
     # The last layer's Gram: lim ⟨∂u_i/∂W^{(H)}, ∂u_j/∂W^{(H)}⟩, summed over the p×p pixel block.
     Cv = cov[-1]
     D = engine.pair(Cv, derivative=True)
-    scale = cs if (not residual) else s2 ** 2
+    scale = cs if (H == 1 or not residual) else s2 ** 2
     ntk = scale * (Cv * D).reshape(*batch, n, p, n, p).sum(dim=(-1, -3))
     return DuKernels(layer, cov, bs, ntk, lambda_min(ntk), engine.description, engine.max_change)
 

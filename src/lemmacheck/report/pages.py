@@ -277,7 +277,7 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
         chg = f'<td data-v="{rank}">{change_badges(ch)}</td>'
     return (f'<tr data-verdict="{esc(v.verdict)}" class="{" ".join(classes)}">'
             f'<td class="label" data-v="{order}"><a href="claims/{quote(v.slug)}.html">{esc(v.label)}</a></td>'
-            f'<td>{esc(v.title)}<div class="small">{esc(v.claim_id)}</div></td>'
+            f'<td>{v.title}<div class="small">{esc(v.claim_id)}</div></td>'
             f'<td>{esc(kind)}<div class="small">{esc(mode)}</div></td>'
             f'<td data-v="{sev}">{badge(v.verdict)}{flags}{unexpected}</td>'
             f'<td class="num" data-v="{_num_attr(sl)}">{esc(S.fmt(sl))}{dagger}</td>'
