@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import NORM_CLAIM
 from lemmacheck.claims import load_claim, load_claims
 from lemmacheck.errors import ClaimError
-
-from conftest import NORM_CLAIM
 
 
 def _write(dirpath: Path, text: str, name: str = "c.toml") -> Path:

@@ -2,9 +2,8 @@
 
 import json
 
-from lemmacheck.cli import main
-
 from conftest import NORM_CLAIM
+from lemmacheck.cli import main
 
 RUN_KEYS = {"seed", "profile", "started", "versions", "device"}
 CLAIM_KEYS = {"id", "paper", "result", "kind", "mode", "verdict", "flags", "configs", "repro"}

@@ -58,7 +58,7 @@ def test_backward_vectors_and_loss_gradient_match_autograd():
     Ws, X = _setup(seed=2)
     g = torch.Generator().manual_seed(3)
     y = (torch.randint(0, 2, (X.shape[0], X.shape[1]), generator=g) * 2 - 1).to(torch.float64)
-    grads, lp, fwd = net.loss_gradients(Ws, X, y)
+    grads, _, fwd = net.loss_gradients(Ws, X, y)
     Wr = [W.clone().requires_grad_(True) for W in Ws]
     loss = net.logistic(y * net.forward(Wr, X).out).mean(-1).sum()
     auto = torch.autograd.grad(loss, Wr)

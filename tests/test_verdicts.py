@@ -6,10 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import NORM_CLAIM
 from lemmacheck.claims import parse_claim
 from lemmacheck.verdicts import claim_result, config_result, slack
-
-from conftest import NORM_CLAIM
 
 
 def _claim(text=NORM_CLAIM):

@@ -11,10 +11,11 @@ import itertools
 import math
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
@@ -145,6 +146,8 @@ class Claim:
             s += f"; hidden constants {', '.join(c.constants)} (checked as a scaling law)"
         if c.requires is not None:
             s += f"; regime: {c.requires.text}"
+            if c.regime_constants:
+                s += " (evaluated with " + ", ".join(f"{k} = {v:g}" for k, v in c.regime_constants.items()) + ")"
         return s
 
 
@@ -390,7 +393,7 @@ def load_extension(folder: Path) -> None:
     spec.loader.exec_module(module)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_claim(path: str | Path) -> Claim:
     """Load and validate one claim file (cached: worker processes load each file once)."""
     path = Path(path)

@@ -7,8 +7,9 @@ is reproducible from its seed alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ class Context:
         return default
 
     def i(self, name: str, default: int | None = None) -> int:
-        return int(round(self.p(name, default)))
+        return round(self.p(name, default))
 
     def arg(self, name: str, default: Any = None) -> Any:
         return self.args.get(name, default)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
 
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
@@ -61,7 +61,7 @@ class Expr:
         out = self.sym.subs(subs)
         if isinstance(out, sympy.logic.boolalg.BooleanAtom) or out in (sympy.true, sympy.false):
             return float(bool(out))
-        if isinstance(out, sympy.Rel) or isinstance(out, sympy.logic.boolalg.Boolean):
+        if isinstance(out, (sympy.Rel, sympy.logic.boolalg.Boolean)):
             return float(bool(out.simplify()))
         return float(sympy.N(out, 30))
 
@@ -77,7 +77,7 @@ class Expr:
     def mathml(self) -> str:
         return sympy.mathml(self.sym, printer="presentation")
 
-    def with_constants(self, constants: Mapping[str, float]) -> "Expr":
+    def with_constants(self, constants: Mapping[str, float]) -> Expr:
         """The same expression with hidden constants replaced by numbers (e.g. the bound's shape, C=1)."""
         sym = self.sym.subs({sympy.Symbol(k): v for k, v in constants.items()})
         return Expr(self.text, sym, frozenset(n for n in self.names if n not in constants))
@@ -92,7 +92,7 @@ class Expr:
         return float(sympy.N(d.subs(subs)))
 
 
-def parse(text: str | int | float, allowed: set[str] | frozenset[str]) -> Expr:
+def parse(text: str | float, allowed: set[str] | frozenset[str]) -> Expr:
     """Parse `text` allowing only `allowed` symbol names plus FUNCTIONS; raise ExpressionError otherwise."""
     if isinstance(text, bool):
         raise ExpressionError(f"expected an expression, got boolean {text!r}")
@@ -117,7 +117,7 @@ def parse(text: str | int | float, allowed: set[str] | frozenset[str]) -> Expr:
     try:
         syms = [parse_expr(p, local_dict=local, global_dict=dict(glob),
                            transformations=standard_transformations + (convert_xor,)) for p in parts]
-    except Exception as exc:  # sympy raises a zoo of types for syntax errors
+    except Exception as exc:  # noqa: BLE001  (sympy raises a zoo of types for syntax errors)
         raise ExpressionError(f"cannot parse '{text}': {exc}") from None
     sym = syms[0] if len(syms) == 1 else sympy.And(*syms)
     used = frozenset(str(s) for s in sym.free_symbols)

@@ -7,8 +7,9 @@ new ones from a Python module beside their claims (`claims/<paper>/extension.py`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

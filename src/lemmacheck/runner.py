@@ -14,9 +14,10 @@ import multiprocessing
 import platform
 import time
 import zlib
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,7 +78,7 @@ def _strategy(p: Param):
     assert p.low is not None and p.high is not None
     if p.integer:
         if p.log:
-            return st.floats(math.log(p.low), math.log(p.high)).map(lambda t: int(round(math.exp(t))))
+            return st.floats(math.log(p.low), math.log(p.high)).map(lambda t: round(math.exp(t)))
         return st.integers(int(p.low), int(p.high))
     if p.log:
         return st.floats(math.log(p.low), math.log(p.high)).map(math.exp)
@@ -152,7 +153,7 @@ class InProcessExecutor(Executor):
         f: Future = Future()
         try:
             f.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001  (delivered through the future, like a pool would)
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             f.set_exception(exc)

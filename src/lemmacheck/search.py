@@ -11,7 +11,7 @@ an upper bound on the supremum, never prove it; claims name the search they used
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

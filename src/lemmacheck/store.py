@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,7 @@ class Store:
 
     def write_shard(self, run_id: int, rec: ShardRecord) -> None:
         self._tx([("INSERT INTO shards VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
-            run_id, rec.claim_id, rec.config_index, rec.shard_index, int(len(rec.value)),
+            run_id, rec.claim_id, rec.config_index, rec.shard_index, len(rec.value),
             np.asarray(rec.value, dtype="<f8").tobytes(), np.asarray(rec.valid, dtype=np.uint8).tobytes(),
             json.dumps(rec.extras), rec.method, rec.dtype, rec.seconds, rec.error))])
 

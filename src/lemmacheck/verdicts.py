@@ -138,7 +138,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         idx = np.flatnonzero(ok)[int(np.nanargmin(np.where(np.isnan(sl), np.inf, sl)))]
         worst = {"shard": int(shard_of[idx]), "replicate": int(pos_in_shard[idx]), "value": float(value[idx])}
     return ConfigResult(
-        index, params, seed, n, int(len(value)), k, (float(ci[0]), float(ci[1])),
+        index, params, seed, n, len(value), k, (float(ci[0]), float(ci[1])),
         float(sl.min()) if n else None, float(np.median(sl)) if n else None,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,

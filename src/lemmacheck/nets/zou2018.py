@@ -10,6 +10,7 @@ weights (R, m_{l-1}, m_l), inputs (R, n, d), so one call evaluates R independent
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ def widths(d: int, m: int, L: int, alternate: bool = False) -> list[int]:
 
 
 def init(gen: torch.Generator, R: int, dims: list[int], dtype=torch.float64) -> list[torch.Tensor]:
-    return [torch.randn(R, a, b, generator=gen, dtype=dtype) * math.sqrt(2.0 / b) for a, b in zip(dims, dims[1:])]
+    return [torch.randn(R, a, b, generator=gen, dtype=dtype) * math.sqrt(2.0 / b) for a, b in itertools.pairwise(dims)]
 
 
 def output_vector(m_L: int, dtype=torch.float64) -> torch.Tensor:
