@@ -11,6 +11,7 @@ import itertools
 import math
 import sys
 import tomllib
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -383,7 +384,8 @@ def load_extension(folder: Path) -> None:
     ext = folder / EXTENSION_FILE
     if not ext.is_file():
         return
-    modname = "lemmacheck_ext_" + "_".join(ext.resolve().parent.parts[-2:]).replace("-", "_").replace(".", "_")
+    full = str(ext.resolve())
+    modname = f"lemmacheck_ext_{ext.parent.name.replace('-', '_').replace('.', '_')}_{zlib.crc32(full.encode()):08x}"
     if modname in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(modname, ext)

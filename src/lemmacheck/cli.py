@@ -1,4 +1,4 @@
-"""`lemmacheck list | run | repro | show | report`."""
+"""`lemmacheck list | run | repro | show | hunt | report`."""
 
 from __future__ import annotations
 
@@ -127,6 +127,25 @@ def cmd_show(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hunt(a: argparse.Namespace) -> int:
+    from .hunt import hunt
+    from .runner import repro_command
+
+    claim = _find_claim(a.id, a.claims)
+    res = hunt(claim, examples=a.examples, replicates=a.replicates, seed=a.seed, in_regime_only=a.in_regime)
+    print(f"{claim.id}: {len(res.probes)} configurations probed ({a.replicates} replicates each), targeted at "
+          "the smallest slack. A search can refute a universal statement, never prove it.")
+    for p in sorted(res.probes, key=lambda p: p.slack_min)[:a.top]:
+        print(f"  slack {p.slack_min:9.4g}  violations {p.violations:3d}/{a.replicates}  "
+              f"{'in regime ' if p.in_regime else 'OUT of regime'}  {p.params}")
+    if res.counterexample:
+        ce = res.counterexample
+        print(f"counterexample (shrunk by Hypothesis): {ce.params}")
+        print("  reproduce: " + repro_command(claim, ce.params, ce.seed, a.replicates, a.replicates))
+        return 1
+    return 0
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from .report import build_report
 
@@ -171,6 +190,15 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--db", default=DEFAULT_DB)
     sh.add_argument("--claims", nargs="*", default=["claims"])
     sh.set_defaults(fn=cmd_show)
+    hu = sub.add_parser("hunt", help="Hypothesis-targeted search of a claim's domain for the smallest slack")
+    hu.add_argument("id")
+    hu.add_argument("--examples", type=int, default=50)
+    hu.add_argument("--replicates", type=int, default=8)
+    hu.add_argument("--seed", type=int, default=0)
+    hu.add_argument("--top", type=int, default=10)
+    hu.add_argument("--in-regime", action="store_true", help="only configurations meeting `requires`")
+    hu.add_argument("--claims", nargs="*", default=["claims"])
+    hu.set_defaults(fn=cmd_hunt)
     rep = sub.add_parser("report", help="render the static HTML report from a results store")
     rep.add_argument("--db", default=DEFAULT_DB)
     rep.add_argument("--out", required=True)
