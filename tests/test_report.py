@@ -464,3 +464,39 @@ def test_compare_rule_uses_the_new_runs_spread():
     inf = compare_view(_view("c", "holds", True, float("inf"), slacks), old)
     assert inf.slack_moved == "looser"
     assert compare_view(_view("d", "holds", True, 1.0, slacks), old).status == "new"
+
+
+def test_a_claim_that_cannot_be_rebuilt_does_not_break_the_report(site, tmp_path):
+    db = tmp_path / "tampered.db"
+    src = sqlite3.connect(site["new_db"])
+    dst = sqlite3.connect(db)
+    src.backup(dst)
+    src.close()
+    dst.execute("UPDATE claims SET definition = replace(definition, '\"telescoping-ratio\"', '\"no-such-quantity\"') "
+                "WHERE claim_id = 'toy/lemma-a.2/telescoping'")
+    dst.commit()
+    dst.close()
+    index = build_report(db, tmp_path / "out").read_text()
+    row = _row(index, "toy/lemma-a.2/telescoping")
+    assert row.group(1) == "error" and "not evaluated" in row.group(0)
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [b["id"] for b in doc["not_evaluated"]] == ["toy/lemma-a.2/telescoping"]
+    assert "no-such-quantity" in doc["not_evaluated"][0]["error"]
+    assert len(doc["claims"]) == len(IDS) - 1
+
+
+def test_text_with_inline_math_falls_back_per_formula():
+    html, ok = render_statement(r"Take $\alpha \le 1$ and $\weird{x}$ <b>here</b>.")
+    assert not ok
+    assert "<math>" in html and '<code class="latex-src"' in html and "\\weird{x}" in html
+    assert "&lt;b&gt;here&lt;/b&gt;" in html and "<b>" not in html
+
+
+@pytest.mark.parametrize("text", ["m < n", "m > 2", "log(m) * sqrt(n) / min(m, n)", "abs(m - n) <= ceil(m / 3)",
+                                  "(m >= 2) and (n < 3)", "binomial(m, n) * exp(-m) * pi"])
+def test_every_sympy_bound_survives_the_sanitizer(text):
+    from lemmacheck.expressions import parse
+    from lemmacheck.report.mathml import sympy_mathml
+
+    out = sympy_mathml(parse(text, {"m", "n"}).mathml)
+    assert out.startswith("<math>") and "<mi>m</mi>" in out

@@ -93,6 +93,7 @@ ul.legend li{display:flex;align-items:center;gap:.35rem}
 svg.sw{flex:none}
 svg text{fill:#39424e}svg text.axis-label{font-weight:600;fill:#1d232b}
 .sweep{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1rem;align-items:start}
+.sweep.single{grid-template-columns:repeat(auto-fill,minmax(520px,1fr))}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:0 1rem}
 .note{color:var(--muted);font-size:.9rem}
 .warnbox{border-left:4px solid #e3a72f;background:#fffaf0}

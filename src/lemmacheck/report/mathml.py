@@ -545,15 +545,21 @@ def render_statement(src: str) -> tuple[str, bool]:
 
     A statement is LaTeX math; one that contains $...$ is read as text with inline math.
     """
+    if _DOLLAR.search(src):
+        out, pos, ok = [], 0, True
+        for m in _DOLLAR.finditer(src):
+            out.append(_e(src[pos:m.start()]))
+            piece, good = _math_or_source(m.group(1))
+            out.append(piece)
+            ok = ok and good
+            pos = m.end()
+        out.append(_e(src[pos:]))
+        return "".join(out), ok
+    return _math_or_source(src)
+
+
+def _math_or_source(src: str) -> tuple[str, bool]:
     try:
-        if _DOLLAR.search(src):
-            out, pos = [], 0
-            for m in _DOLLAR.finditer(src):
-                out.append(_e(src[pos:m.start()]))
-                out.append(latex_to_mathml(m.group(1)))
-                pos = m.end()
-            out.append(_e(src[pos:]))
-            return "".join(out), True
         return latex_to_mathml(src), True
     except (LatexError, ET.ParseError, RecursionError) as exc:
         return (f'<code class="latex-src" title="{_e("not rendered: " + str(exc))}">{_e(src)}</code>', False)
@@ -585,7 +591,7 @@ def _check(el: ET.Element) -> None:
     if el.tag not in ALLOWED_TAGS:
         raise LatexError(f"element <{el.tag}> not allowed in MathML")
     for a, v in el.attrib.items():
-        if a not in ALLOWED_ATTRS or not re.fullmatch(r"[\w .%#-]*", v):
+        if a not in ALLOWED_ATTRS or re.search(r"[\x00-\x1f]", v):
             raise LatexError(f"attribute {a} not allowed in MathML")
     for c in el:
         _check(c)
@@ -594,6 +600,9 @@ def _check(el: ET.Element) -> None:
 def sanitize(fragment: str, display: bool | None = None) -> str:
     """Re-serialise a MathML fragment keeping only whitelisted elements/attributes; wraps it in <math>."""
     text = re.sub(r"&([A-Za-z][A-Za-z0-9]*);", _named_to_numeric, fragment)
+    # sympy prints strict relations unescaped (<mo><</mo>): not XML, fix them before parsing.
+    text = re.sub(r"(<mo(?:\s[^<>]*)?>)<(</mo>)", r"\1&lt;\2", text)
+    text = re.sub(r"(<mo(?:\s[^<>]*)?>)>(</mo>)", r"\1&gt;\2", text)
     root = ET.fromstring(text)
     if root.tag != "math":
         wrapper = ET.Element("math")

@@ -265,6 +265,12 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
     dagger = ' <span title="worst configuration is outside the stated regime">†</span>' \
         if w is not None and not w.in_regime else ""
     delta = f'<div class="small">δ = {esc(S.fmt(w.delta))}</div>' if w is not None else ""
+    if w is not None and v.claim and v.claim.check and v.claim.check.constants:
+        chk = v.claim.check
+        at = ", ".join(f"{k} = {S.fmt(chk.regime_constants.get(k, 1.0))}" for k in chk.constants)
+        dagger += f'<div class="small" title="a scaling claim: its verdict comes from the fit; slack uses the ' \
+                  f'bound with hidden constants at these values">at {esc(at)}</div>'
+
     search = v.claim.check.search if v.claim and v.claim.check else "–"
     kind = v.claim.kind if v.claim else v.definition.get("kind", "")
     mode = v.claim.mode if v.claim else ""
@@ -277,13 +283,13 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
         chg = f'<td data-v="{rank}">{change_badges(ch)}</td>'
     return (f'<tr data-verdict="{esc(v.verdict)}" class="{" ".join(classes)}">'
             f'<td class="label" data-v="{order}"><a href="claims/{quote(v.slug)}.html">{esc(v.label)}</a></td>'
-            f'<td>{v.title}<div class="small">{esc(v.claim_id)}</div></td>'
+            f'<td>{esc(v.title)}<div class="small">{esc(v.claim_id)}</div></td>'
             f'<td>{esc(kind)}<div class="small">{esc(mode)}</div></td>'
             f'<td data-v="{sev}">{badge(v.verdict)}{flags}{unexpected}</td>'
             f'<td class="num" data-v="{_num_attr(sl)}">{esc(S.fmt(sl))}{dagger}</td>'
             f'<td class="num" data-v="{_num_attr(w.violation_ci[1] if w else None)}">{_interval(w)}{delta}</td>'
             f"<td>{esc(search)}</td>"
-            f'<td class="num" data-v="{_num_attr(v.seconds)}">{fmt_seconds(v.seconds) if v.res else "–"}</td>'
+            f'<td class="num" data-v="{_num_attr(v.seconds)}">{fmt_seconds(v.seconds) if v.res and v.res.configs else "–"}</td>'
             f"{chg}</tr>")
 
 
@@ -432,7 +438,7 @@ def _scaling_section(view: ClaimView) -> str:
     return ('<h2>Scaling law</h2><p class="note">The bound has hidden constants, so it is checked as a scaling '
             "law: the implied constant Ĉ = quantity / shape must not grow along the sweep. Fitted exponent = "
             "claimed exponent + slope of log Ĉ (bootstrap intervals over replicates).</p>"
-            + facts + table + reason + '<div class="sweep">'
+            + facts + table + reason + '<div class="sweep single">'
             + _figure(plots.scaling_plot(view), "Implied constant along the sweep") + "</div>")
 
 

@@ -268,8 +268,9 @@ def ecdf_plot(view: ClaimView) -> tuple[str, str, str] | None:
         n_all = len(s[~np.isnan(s)])
         ys = ys * len(xs) / max(n_all, 1)  # infinite slacks count in n: the curve then tops out below 1
         xs, ys = _thin(xs, ys)
-        pts = [(float(f.x.lo), 0.0)] + list(zip(xs.tolist(), ys.tolist())) + [(float(f.x.hi), float(ys[-1]))]
-        f.add(S.step_path([(f.x.clamp(a), f.y(b)) for a, b in pts], col, 1.8, dash))
+        px = f.x.many(np.concatenate([[f.x.lo], xs, [f.x.hi]]))
+        py = f.y.many(np.concatenate([[0.0], ys, [ys[-1]]]))
+        f.add(S.step_path(list(zip(px.tolist(), py.tolist())), col, 1.8, dash))
         extra = f"; {n_inf} infinite (estimate ≤ 0)" if n_inf else ""
         items.append((S.swatch(col, "line", dash), f"{label}: {len(s)} replicates{extra}"))
     f.add(S.vline(f, 1.0, S.BOUND_COLOR, "", "slack = 1 (tight)", 1.6))
@@ -283,7 +284,7 @@ def ecdf_plot(view: ClaimView) -> tuple[str, str, str] | None:
                  "slack ECDF", "ecdf", background)
     caption = ("Empirical CDF of the per-replicate slack, recomputed from the stored shards (slack is "
                "bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below 1 is a "
-               "violation). The height of a curve at slack 1 is the observed violation rate"
+               "violation). The height of a curve just left of slack 1 is the observed violation rate"
                + ("; for the claim to hold it must stay at or below δ." if claim.mode == "probabilistic" else ".")
                + f" Curves are drawn through at most {MAX_ECDF_POINTS} quantiles.")
     return plot, S.legend(items), caption

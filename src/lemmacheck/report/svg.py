@@ -7,15 +7,15 @@ No plotting library and no external resources: every plot is a self-contained <s
 from __future__ import annotations
 
 import html
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 PALETTE = ["#0b5fa5", "#e07b00", "#2a9d57", "#8e44ad", "#17a2b8", "#8c564b", "#b5b000", "#d6609c",
            "#6c757d", "#1b2a6b"]
 BOUND_COLOR = "#b3261e"
-REGIME_FILL = "#eceff3"
 W, H = 680, 330
 MARGIN = {"l": 66, "r": 18, "t": 24, "b": 46}
 
@@ -35,6 +35,8 @@ def fmt(v: float | None, digits: int = 3) -> str:
     a = abs(v)
     if 1e-3 <= a < 1e5:
         s = f"{v:.{digits}g}"
+        if "e" in s:  # e.g. 1000 with 3 digits: write 1000, not 1e+03
+            s = f"{round(v, digits - 1 - math.floor(math.log10(a))):.0f}"
     else:
         s = f"{v:.{max(digits - 1, 1)}e}"
         mant, ex = s.split("e")
@@ -63,6 +65,18 @@ class Scale:
             t = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
         else:
             t = (v - self.lo) / (self.hi - self.lo)
+        return self.p0 + t * (self.p1 - self.p0)
+
+    def many(self, v: np.ndarray) -> np.ndarray:
+        """Vectorised __call__, clamped to the axis (for long curves)."""
+        v = np.asarray(v, dtype=float)
+        if self.log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = (np.log10(np.maximum(v, self.lo * 1e-12)) - math.log10(self.lo)) / (
+                    math.log10(self.hi) - math.log10(self.lo))
+        else:
+            t = (v - self.lo) / (self.hi - self.lo)
+        t = np.clip(np.nan_to_num(t, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
         return self.p0 + t * (self.p1 - self.p0)
 
     def clamp(self, v: float) -> float:
@@ -229,8 +243,7 @@ def step_path(points: list[tuple[float, float]], color: str, width: float = 1.8,
     if not points:
         return ""
     d = [f"M{_n(points[0][0])},{_n(points[0][1])}"]
-    for (x0, y0), (x1, y1) in itertools.pairwise(points):
-        d.append(f"H{_n(x1)}V{_n(y1)}")
+    d.extend(f"H{x:.1f}V{y:.1f}" for x, y in points[1:])
     da = f' stroke-dasharray="{dash}"' if dash else ""
     return f'<path d="{"".join(d)}" fill="none" stroke="{color}" stroke-width="{width}"{da}/>'
 
@@ -252,13 +265,13 @@ def whisker(x: float, y0: float, y1: float, color: str, hollow: bool) -> str:
             f'<line x1="{_n(x - 3)}" y1="{_n(y1)}" x2="{_n(x + 3)}" y2="{_n(y1)}" stroke="{color}" stroke-width="1.3"/>')
 
 
-def vline(f: Frame, x: float, color: str, dash: str = "4 3", label: str = "", width: float = 1.4,
-          anchor: str = "start") -> str:
+def vline(f: Frame, x: float, color: str, dash: str = "4 3", label: str = "", width: float = 1.4) -> str:
     px = f.x(x)
     out = f'<line x1="{_n(px)}" y1="{MARGIN["t"]}" x2="{_n(px)}" y2="{H - MARGIN["b"]}" stroke="{color}" ' \
           f'stroke-width="{width}" stroke-dasharray="{dash}"/>'
     if label and f.x.contains(x):
-        f.labels.append(f'<text x="{_n(px)}" y="{MARGIN["t"] - 6}" fill="{color}" text-anchor="middle" '
+        anchor = "end" if px > W - 70 else "start" if px < MARGIN["l"] + 50 else "middle"
+        f.labels.append(f'<text x="{_n(px)}" y="{MARGIN["t"] - 6}" fill="{color}" text-anchor="{anchor}" '
                         f'font-size="12.5">{esc(label)}</text>')
     return out
 
