@@ -117,7 +117,7 @@ def cmd_show(a: argparse.Namespace) -> int:
         from .store import Store
         from .summary import failure_text
 
-        store = Store(a.db)
+        store = Store(a.db, readonly=True)
         for run_id in range(store.latest_run() or 0, 0, -1):
             if claim.id in store.claim_ids(run_id):
                 info = store.run_info(run_id)

@@ -14,6 +14,7 @@ import multiprocessing
 import platform
 import time
 import zlib
+from pathlib import Path
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -248,7 +249,8 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             errors = [s.error for s in shards if s.error]
             methods = sorted({s.method for s in shards if s.method})
             cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
-                               "; ".join(methods), float(sum(s.seconds for s in shards)), errors)
+                               "; ".join(methods), float(sum(s.seconds for s in shards)), errors,
+                               shard_size=c["shard_size"])
             cfgs.append(cr)
             samples.append(value[valid & np.isfinite(value)])
         results.append(claim_result(claim, cfgs, samples))
@@ -257,8 +259,14 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
 
 def repro_command(claim: Claim, cfg_params: dict[str, float], cfg_seed: int, replicates: int,
                   shard_size: int) -> str:
-    return (f"lemmacheck repro {claim.id} --params '{json.dumps(cfg_params, sort_keys=True)}' "
-            f"--seed {cfg_seed} --replicates {replicates} --shard-size {shard_size}")
+    cmd = (f"lemmacheck repro {claim.id} --params '{json.dumps(cfg_params, sort_keys=True)}' "
+           f"--seed {cfg_seed} --replicates {replicates} --shard-size {shard_size}")
+    root = claim.source.parent.parent
+    try:
+        rel = root.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        rel = root
+    return cmd if str(rel) == "claims" else f"{cmd} --claims {rel}"
 
 
 def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int, shard_size: int,

@@ -82,8 +82,12 @@ def now() -> str:
 
 
 class Store:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, readonly: bool = False):
+        """`readonly` opens an existing store without creating or changing anything (reports, show)."""
         self.path = str(path)
+        if readonly:
+            self.db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, isolation_level=None)
+            return
         self.db = sqlite3.connect(self.path, isolation_level=None)  # explicit BEGIN/COMMIT below
         self.db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         self.db.execute("PRAGMA synchronous=NORMAL")

@@ -55,6 +55,7 @@ class ConfigResult:
     method: str
     seconds: float
     errors: list[str] = field(default_factory=list)
+    shard_size: int = 0  # how replicates were split into seeded shards: repro needs it
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -100,7 +101,7 @@ def slack(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
 
 def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
                   valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
-                  errors: list[str], alpha: float = DEFAULT_ALPHA) -> ConfigResult:
+                  errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0) -> ConfigResult:
     chk = claim.check
     assert chk is not None
     vals = config_values(claim, params)
@@ -142,7 +143,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         float(sl.min()) if n else None, float(np.median(sl)) if n else None,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
-        int((~valid).sum()), worst, method, seconds, errors)
+        int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value))
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
@@ -175,7 +176,7 @@ def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np
         return out
     log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
     fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0)
-    mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in claim.params if rows}
+    mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in names}
     claimed = {k: shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid}) for k in names}
     out.update(
         verdict=scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance),

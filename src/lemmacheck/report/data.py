@@ -41,7 +41,7 @@ def open_store(path: str | Path) -> Store:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such results store")
-    return Store(p)
+    return Store(p, readonly=True)
 
 
 def latest_finished(store: Store, before: int | None = None) -> int | None:
