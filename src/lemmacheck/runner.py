@@ -14,10 +14,10 @@ import multiprocessing
 import platform
 import time
 import zlib
-from pathlib import Path
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -41,6 +41,19 @@ NETWORKS.register(NAME, "Elman ReLU RNN h_l = relu(W h_{l-1} + A x_l), y_l = B h
                   )(__name__)
 
 
+def left_mul(M: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """M (R, a, b) applied to every one of n stacks Z (R, n, b, k) -> (R, n, a, k), as ONE batched GEMM."""
+    R, n, b, k = Z.shape
+    out = M @ Z.transpose(1, 2).reshape(R, b, n * k)
+    return out.reshape(R, M.shape[-2], n, k).transpose(1, 2)
+
+
+def right_mul(Z: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """Rows Z (R, n, k, b) times M (R, b, a) -> (R, n, k, a), as ONE batched GEMM."""
+    R, n, k, b = Z.shape
+    return (Z.reshape(R, n * k, b) @ M).reshape(R, n, k, M.shape[-1])
+
+
 def init(gen: torch.Generator, R: int, m: int, dx: int, d: int,
          dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Definition 2.3: (W, A, B), drawn in that order, with variances 2/m, 2/m, 1/d."""
@@ -165,7 +178,7 @@ def output_jacobian_factors(W: torch.Tensor, B: torch.Tensor, fwd: Forward) -> t
         p = D[:, :, a].unsqueeze(2) * Bexp  # ℓ = a-1: D_{a} Bᵀ e_c, stored as rows (R, n, d, m)
         P[:, :, a - 2, a - 2] = p
         for l in range(a - 2, 0, -1):  # p_ℓ = D_{ℓ+1} Wᵀ p_{ℓ+1}
-            p = D[:, :, l + 1].unsqueeze(2) * (p @ W.unsqueeze(1))
+            p = D[:, :, l + 1].unsqueeze(2) * right_mul(p, W)
             P[:, :, a - 2, l - 1] = p
     return P
 
@@ -191,13 +204,12 @@ def segment_norms(W: torch.Tensor, fwd: Forward, leading_w: bool = False) -> tor
     L = fwd.L
     D = fwd.mask()
     out = torch.full((R, n, L, L), float("nan"), dtype=W.dtype)
-    Wb = W.unsqueeze(1)
     for l1 in range(1, L + 1):
-        P = D[:, :, l1].unsqueeze(-1) * Wb  # D_{ℓ1} W, (R, n, m, m)
+        P = D[:, :, l1].unsqueeze(-1) * W.unsqueeze(1)  # D_{ℓ1} W, (R, n, m, m)
         for l2 in range(l1, L + 1):
             if l2 > l1:
-                P = D[:, :, l2].unsqueeze(-1) * (Wb @ P)
-            M = Wb @ P if leading_w else P
+                P = D[:, :, l2].unsqueeze(-1) * left_mul(W, P)
+            M = left_mul(W, P) if leading_w else P
             out[:, :, l1 - 1, l2 - 1] = torch.linalg.matrix_norm(M, ord=2)
     return out
 
@@ -207,7 +219,7 @@ def backward_segment(W: torch.Tensor, B: torch.Tensor, fwd: Forward, l1: int, l2
     D = fwd.mask()
     M = B.unsqueeze(1).expand(-1, fwd.h.shape[1], -1, -1)
     for l in range(l2, l1 - 1, -1):
-        M = (M * D[:, :, l].unsqueeze(-2)) @ W.unsqueeze(1)
+        M = right_mul(M * D[:, :, l].unsqueeze(-2), W)
     return M
 
 

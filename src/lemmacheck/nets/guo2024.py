@@ -116,13 +116,21 @@ def forward_he(A: torch.Tensor, Ws_he: list[torch.Tensor], B: torch.Tensor, X: t
     return h @ B.transpose(-1, -2)
 
 
+def left_mul(M: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """M (R, a, b) applied to every one of n stacks Z (R, n, b, k) -> (R, n, a, k), as ONE batched GEMM (plain
+    broadcasting would copy M n times)."""
+    R, n, b, k = Z.shape
+    out = M @ Z.transpose(1, 2).reshape(R, b, n * k)
+    return out.reshape(R, M.shape[-2], n, k).transpose(1, 2)
+
+
 def _backprop(Ws: list[torch.Tensor], B: torch.Tensor, fwd: Forward, V: torch.Tensor) -> list[torch.Tensor]:
     """z[l] = D_l Back_{l+1}^T V for l = 0..L (D_0 = I), V of shape (R, n, d, k); each z[l] is (R, n, m, k)."""
     L = fwd.L
-    z = fwd.slope(L).unsqueeze(-1) * (B.transpose(-1, -2).unsqueeze(1) @ V)
+    z = fwd.slope(L).unsqueeze(-1) * left_mul(B.transpose(-1, -2), V)
     zs = [z]
     for l in range(L - 1, -1, -1):
-        z = fwd.slope(l).unsqueeze(-1) * (Ws[l].transpose(-1, -2).unsqueeze(1) @ z)  # W_{l+1} is Ws[l]
+        z = fwd.slope(l).unsqueeze(-1) * left_mul(Ws[l].transpose(-1, -2), z)  # W_{l+1} is Ws[l]
         zs.append(z)
     return zs[::-1]
 
@@ -147,7 +155,7 @@ def back_matrices(Ws: list[torch.Tensor], B: torch.Tensor, fwd: Forward) -> list
     J = back_operators(Ws, B, fwd)  # J[l] = D_l Back_{l+1}^T
     out = [B.unsqueeze(1).expand(-1, J[0].shape[1], -1, -1)]
     for a in range(fwd.L, 0, -1):
-        out.append((Ws[a - 1].transpose(-1, -2).unsqueeze(1) @ J[a]).transpose(-1, -2))  # (W_a^T J_a)^T
+        out.append(left_mul(Ws[a - 1].transpose(-1, -2), J[a]).transpose(-1, -2))  # (W_a^T J_a)^T
     return out[::-1]
 
 

@@ -106,14 +106,13 @@ def fresh_norm(ctx: Context) -> Observation:
 def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor, leading_w: bool) -> torch.Tensor:
     """max over i and L ≥ ℓ2 ≥ ℓ1 ≥ 1 of ||[W_lead] D_{ℓ2} W_in ⋯ D_{ℓ1} W_in||_2 (exact)."""
     L = D.shape[2] - 1
-    Wb = W_in.unsqueeze(1)
     best = torch.zeros(W_in.shape[0], dtype=W_in.dtype)
     for l1 in range(1, L + 1):
-        P = D[:, :, l1].unsqueeze(-1) * Wb
+        P = D[:, :, l1].unsqueeze(-1) * W_in.unsqueeze(1)
         for l2 in range(l1, L + 1):
             if l2 > l1:
-                P = D[:, :, l2].unsqueeze(-1) * (Wb @ P)
-            M = W_lead.unsqueeze(1) @ P if leading_w else P
+                P = D[:, :, l2].unsqueeze(-1) * net.left_mul(W_in, P)
+            M = net.left_mul(W_lead, P) if leading_w else P
             best = torch.maximum(best, torch.linalg.matrix_norm(M, ord=2).amax(-1))
     return best
 
@@ -163,7 +162,7 @@ def backward_sparse_sup(ctx: Context) -> Observation:
     for l2 in range(1, L + 1):
         M = B.unsqueeze(1).expand(-1, X.shape[1], -1, -1)
         for l1 in range(l2, 0, -1):
-            M = (M * D[:, :, l1].unsqueeze(-2)) @ W.unsqueeze(1)  # B D_{ℓ2} W ⋯ D_{ℓ1} W, (R, n, d, m)
+            M = net.right_mul(M * D[:, :, l1].unsqueeze(-2), W)  # B D_{ℓ2} W ⋯ D_{ℓ1} W, (R, n, d, m)
             if mode == "random":
                 v = top_s_norm((a[:, None, :, None] * M).sum(-2), k)
             elif k == 1:
@@ -183,14 +182,13 @@ def sparse_bilinear_sup(ctx: Context) -> Observation:
     L = D.shape[2] - 1
     k = max(1, round(_expr_arg(ctx, "k", 1)))
     iters = int(ctx.arg("iterations", 30))
-    Wb = W.unsqueeze(1)
     best = torch.zeros(ctx.replicates, dtype=ctx.dtype)
     for l1 in range(1, L):
-        P = D[:, :, l1].unsqueeze(-1) * Wb
+        P = D[:, :, l1].unsqueeze(-1) * W.unsqueeze(1)
         for l2 in range(l1, L):
             if l2 > l1:
-                P = D[:, :, l2].unsqueeze(-1) * (Wb @ P)
-            M = Wb @ P  # W ∏ D W, (R, n, m, m)
+                P = D[:, :, l2].unsqueeze(-1) * net.left_mul(W, P)
+            M = net.left_mul(W, P)  # W ∏ D W, (R, n, m, m)
             best = torch.maximum(best, _sparse_sup(M, k, iters).amax(-1))
     method = "exact max entry" if k == 1 else f"truncated power method, k={k} (lower estimate of the sup)"
     return Observation(best, method=method)
@@ -268,6 +266,7 @@ def pattern_changes(ctx: Context) -> Observation:
                 h1 = f0.h[:, i, 1]
                 hn = h1.norm(dim=-1).clamp_min(1e-300)
                 u = greedy_flip_vector(f0.g[:, i, 2], hn, tau)  # g'_{i,2} = tau u ||h_{i,1}|| exactly
+                u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # ||W'|| = tau exactly, same layer-2 flips
                 Wt = W + tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2)
                 val = _change("count", f0, net.forward(Wt, A, B, X))
                 found = torch.where(val > best, torch.full_like(found, 3), found)

@@ -107,9 +107,9 @@ def relu_integral_quadrature_error(ctx: Context) -> Observation:
     out = torch.empty(R, dtype=torch.float64)
     for r, a in enumerate(alphas.tolist()):
         c = math.sqrt(1 - a * a)
-        lower = lambda u1: a * u1 / c  # noqa: E731
-        f1 = lambda u2, u1: u1 * u2 * math.exp(-0.5 * (u1 * u1 + u2 * u2))  # noqa: E731
-        f2 = lambda u2, u1: u1 * u1 * math.exp(-0.5 * (u1 * u1 + u2 * u2))  # noqa: E731
+        lower = lambda u1: a * u1 / c
+        f1 = lambda u2, u1: u1 * u2 * math.exp(-0.5 * (u1 * u1 + u2 * u2))
+        f2 = lambda u2, u1: u1 * u1 * math.exp(-0.5 * (u1 * u1 + u2 * u2))
         q1 = c / (2 * math.pi) * integrate.dblquad(f1, 0, math.inf, lower, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
         q2 = -a / (2 * math.pi) * integrate.dblquad(f2, 0, math.inf, lower, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
         c1 = c ** 3 / (2 * math.pi)

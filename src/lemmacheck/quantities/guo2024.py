@@ -131,7 +131,7 @@ def _product_norms(Ws: list[torch.Tensor], D: list[torch.Tensor]) -> torch.Tenso
         P = Ws[a].unsqueeze(1) * D[a].unsqueeze(-2)  # W_{a+1} D_a, (R, n, m, m)
         for b in range(a, L):
             if b > a:
-                P = Ws[b].unsqueeze(1) @ (D[b].unsqueeze(-1) * P)
+                P = net.left_mul(Ws[b], D[b].unsqueeze(-1) * P)
             best = torch.maximum(best, torch.linalg.matrix_norm(P, ord=2).amax(-1))
     return best
 
@@ -361,6 +361,7 @@ def pattern_changes(ctx: Context) -> Observation:
                     hprev = fwd0.h[l - 1][:, i]
                     hn = hprev.norm(dim=-1)
                     u = greedy_flip_vector(fwd0.g[l][:, i], hn, omega)
+                    u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # ||W'_l|| = ω exactly, same flips
                     Wt = list(Ws)
                     Wt[l - 1] = Ws[l - 1] + omega * u.unsqueeze(-1) * (hprev / hn.unsqueeze(-1)).unsqueeze(-2)
                     val = _pattern_stat(stat, fwd0, net.forward(A, Wt, B, X, alpha))

@@ -18,7 +18,9 @@ NET = (net.NAME,)
 
 
 def _dims(ctx: Context) -> list[int]:
-    return net.widths(ctx.i("d"), ctx.i("m"), ctx.i("L"), bool(ctx.i("alternate", 0)))
+    """[d, m_1, ..., m_L]; d may be declared directly or as dm = d/m (claims that tie d to the width)."""
+    d = ctx.i("d") if "d" in ctx.params else int(round(ctx.p("dm") * ctx.p("m")))
+    return net.widths(d, ctx.i("m"), ctx.i("L"), bool(ctx.i("alternate", 0)))
 
 
 def _init(ctx: Context) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -526,6 +528,11 @@ def _displacement(Ws: list[torch.Tensor], W0: list[torch.Tensor]) -> torch.Tenso
     return torch.stack([spectral_norm(W - V)[0] for W, V in zip(Ws, W0)], -1).amax(-1)
 
 
+def _eta0(ctx: Context) -> float:
+    """eta0 (eta = eta0 / M), declared directly or as ieta = 1/eta0 (scaling claims oriented to eta -> 0)."""
+    return ctx.p("eta0") if "eta0" in ctx.params else 1.0 / ctx.p("ieta")
+
+
 def _batch(ctx: Context, n: int) -> torch.Tensor | None:
     B = ctx.i("B", n)
     if B > n or B < 1:
@@ -562,20 +569,51 @@ def hitting_time(ctx: Context) -> Observation:
     Ws, X = _init(ctx)
     n = X.shape[-2]
     y = ctx.labels(n)
-    eta = ctx.p("eta0") / _M(_dims(ctx))
-    eps = ctx.p("eps")
+    eta = _eta0(ctx) / _M(_dims(ctx))
+    eps = ctx.p("eps") if "eps" in ctx.params else 1.0 / ctx.p("ieps")
     kmax = int(ctx.arg("kmax", 20000))
     K = torch.full((ctx.replicates,), -1.0, dtype=X.dtype)
+    idx = torch.arange(ctx.replicates)  # replicates still running (finished ones are dropped: cheaper, same result)
+    B = ctx.i("B", n)
     for k in range(kmax + 1):
-        grads, lp, fwd = net.loss_gradients(Ws, X, y, batch=_batch(ctx, n))
-        loss = net.logistic(y * fwd.out).mean(-1)
-        K = torch.where((K < 0) & (loss <= eps), torch.full_like(K, float(k)), K)
-        if bool((K >= 0).all()):
+        batch = None if B >= n else net.random_minibatch(ctx.generator, len(idx), n, B)
+        grads, lp, fwd = net.loss_gradients(Ws, X[idx], y[idx], batch=batch)
+        loss = net.logistic(y[idx] * fwd.out).mean(-1)
+        done = loss <= eps
+        K[idx[done]] = float(k)
+        if bool(done.all()):
             break
-        Ws = [W - eta * G for W, G in zip(Ws, grads)]
+        keep = ~done
+        idx = idx[keep]
+        Ws = [(W - eta * G)[keep] for W, G in zip(Ws, grads)]
     reached = K >= 0
     return Observation(torch.where(reached, K * eta, torch.full_like(K, kmax * eta)), valid=reached,
                        extras={"K": K}, method=f"{'SGD' if ctx.i('B', n) < n else 'GD'} until L_S <= eps")
+
+
+def first_order_remainder(Ws: list[torch.Tensor], Wn: list[torch.Tensor], fwd: net.Forward, fwd_n: net.Forward,
+                          y: torch.Tensor) -> torch.Tensor:
+    """Delta_i - sum_l y_i v^T u_{l,i} (the remainder in Lemma C.3) for a step W -> Wn, computed WITHOUT cancellation.
+
+    By the telescoping identity of (D.2), Delta_i = y_i v^T sum_l (prod_{r>l} Sigma_r W_r^T)[(Sigma'_l - Sigma_l) W'_l^T x'_{l-1}
+    + Sigma_l (W'_l - W_l)^T x'_{l-1}], and the first-order term is y_i v^T sum_l (prod_{r>l} Sigma_r W_r^T) Sigma_l
+    (W'_l - W_l)^T x_{l-1} (u_{l,i} with -eta grad = W' - W), so
+        remainder_i = y_i sum_l [ bt_l . ((mask'_l - mask_l) * z'_l) + (x'_{l-1} - x_{l-1})^T (W'_l - W_l) b_l ],
+    bt_l = W_{l+1} b_{l+1} (bt_L = v) the backward vector before layer l's mask, b_l = mask_l * bt_l. Forming
+    Delta_i - lin_i from O(1) outputs instead loses ~1e-16 absolutely, which fakes remainders at tiny steps (for L = 1
+    without flips the remainder is exactly 0). Returns (R, n)."""
+    bs = net.backward_vectors(Ws, fwd)
+    L = len(Ws)
+    v = net.output_vector(Ws[-1].shape[-1], y.dtype)
+    rem = torch.zeros_like(y)
+    for l in range(1, L + 1):
+        bt = v.expand_as(bs[-1]) if l == L else bs[l] @ Ws[l].transpose(-1, -2)
+        flip = (fwd_n.mask(l) - fwd.mask(l)) * fwd_n.z[l - 1]
+        rem = rem + (bt * flip).sum(-1)
+        if l >= 2:
+            dx = fwd_n.x[l - 1] - fwd.x[l - 1]
+            rem = rem + torch.einsum("rna,rab,rnb->rn", dx, Wn[l - 1] - Ws[l - 1], bs[l - 1])
+    return y * rem
 
 
 @QUANTITIES.register("trajectory-step-ratio", "one-step statistics along (S)GD trajectories (eta = eta0/M, K steps) "
@@ -587,7 +625,7 @@ def trajectory_step_ratio(ctx: Context) -> Observation:
     n = X.shape[-2]
     y = ctx.labels(n)
     valid = _theorem_5_1_i(Ws, net.forward(Ws, X))
-    eta = ctx.p("eta0") / _M(_dims(ctx))
+    eta = _eta0(ctx) / _M(_dims(ctx))
     tau, K = ctx.p("tau"), ctx.i("K")
     stat = ctx.arg("statistic", "feature-step")
     minimise = stat == "descent"
@@ -613,9 +651,7 @@ def trajectory_step_ratio(ctx: Context) -> Observation:
             d = delta.abs() if ctx.arg("abs", True) else delta
             val = d.amax(-1) / (eta * S / N)
         elif stat == "remainder":
-            bs = net.backward_vectors(Ws, fwd)
-            lin = -eta * y * sum(torch.einsum("rna,rab,rnb->rn", x, G, b) for x, G, b in zip(fwd.x[:-1], grads, bs))
-            val = (lin - delta).amax(-1) / S
+            val = (-first_order_remainder(Ws, Wn, fwd, fwd_n, y)).amax(-1) / S
         elif stat == "descent":
             loss, loss_n = net.logistic(y * fwd.out).mean(-1), net.logistic(y * fwd_n.out).mean(-1)
             val = (loss - loss_n) / (eta * lp.sum(-1) ** 2)
@@ -665,7 +701,7 @@ def expected_sgd_descent(ctx: Context) -> Observation:
     y = ctx.labels(n)
     valid = _theorem_5_1_i(Ws, net.forward(Ws, X))
     B, K = ctx.i("B"), ctx.i("K")
-    eta = ctx.p("eta0") / _M(_dims(ctx))
+    eta = _eta0(ctx) / _M(_dims(ctx))
     subsets = net.all_minibatches(n, B)
     C = subsets.shape[0]
     Xr, yr = X.repeat_interleave(C, 0), y.repeat_interleave(C, 0)
