@@ -145,7 +145,7 @@ def test_loss_gradients_match_autograd(alpha, half):
         torch.testing.assert_close(gc, ga, rtol=1e-10, atol=1e-12)
     # The main-text loss is exactly twice the appendix one, and so is its gradient.
     if not half:
-        g_half, l_half, _ = net.loss_gradients(A, Ws, B, X, Y, alpha, half=True)
+        _, l_half, _ = net.loss_gradients(A, Ws, B, X, Y, alpha, half=True)
         torch.testing.assert_close(loss, 2 * l_half, rtol=1e-14, atol=0)
 
 
@@ -239,8 +239,8 @@ def test_kappa_formulas_against_arccos_and_quadrature():
         for r in (-0.6, 0.2, 0.9):
             u = torch.randn(N, generator=g, dtype=torch.float64)
             v = r * u + math.sqrt(1 - r * r) * torch.randn(N, generator=g, dtype=torch.float64)
-            for f, k in ((lambda t: net.act(t, alpha), net.kappa1), (lambda t: net.slope(t, alpha), net.kappa0)):
-                s = 2 * f(u) * f(v)
+            for f, k in ((net.act, net.kappa1), (net.slope, net.kappa0)):
+                s = 2 * f(u, alpha) * f(v, alpha)
                 z = (s.mean() - k(torch.tensor(r, dtype=torch.float64), alpha)) / (s.std() / math.sqrt(N))
                 assert abs(float(z)) < Z, (alpha, r, float(z))
 
@@ -289,7 +289,7 @@ def test_layer_ntk_against_wide_network():
 
 # --------------------------------------------------------------------------- properties (Hypothesis)
 
-small = dict(max_examples=25, deadline=None, derandomize=True)
+small = {"max_examples": 25, "deadline": None, "derandomize": True}
 alphas = st.one_of(st.sampled_from([-1.0, 0.0, -10.0, 0.999]), st.floats(-20.0, 0.99))
 
 
@@ -387,7 +387,7 @@ def _ctx(params, seed=0, R=6, args=None, search="none"):
                    inputs_spec={"kind": "unit-sphere", "n": "n", "d": "p", "separation": "delta"}, search=search)
 
 
-P = dict(m=48, L=3, n=4, p=5, d=2, alpha=-1.0, delta=0.2, omega=0.02)
+P = {"m": 48, "L": 3, "n": 4, "p": 5, "d": 2, "alpha": -1.0, "delta": 0.2, "omega": 0.02}
 
 
 def _unit_sphere_replay(g, R):

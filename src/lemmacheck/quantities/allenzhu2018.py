@@ -26,14 +26,28 @@ from .guo2024 import greedy_flip_vector
 NET = (net.NAME,)
 
 
-def _setup(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _inputs(ctx: Context) -> torch.Tensor:
     X = ctx.inputs()
     L, dx = ctx.i("L"), ctx.i("dx")
     if X.dim() != 4 or X.shape[2] != L or X.shape[3] != dx:
         raise EstimatorError(f"inputs of shape {tuple(X.shape)}: expected (R, n, L={L}, dx={dx}); use the "
                              "rnn-sequences generator with L = \"L\" and dx = \"dx\"")
-    W, A, B = net.init(ctx.generator, ctx.replicates, ctx.i("m"), dx, ctx.i("d", 1), ctx.dtype)
+    return X
+
+
+def _setup(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    X = _inputs(ctx)
+    W, A, B = net.init(ctx.generator, ctx.replicates, ctx.i("m"), X.shape[-1], ctx.i("d", 1), ctx.dtype)
     return W, A, B, X
+
+
+def _forward_at_init(ctx: Context) -> tuple[net.Forward, str]:
+    """Forward pass at random init: the exact-in-law lazy sampler (no W materialised) unless args.sampler = 'full'."""
+    if ctx.arg("sampler", "conditional") == "full":
+        W, A, B, X = _setup(ctx)
+        return net.forward(W, A, B, X), "full forward pass"
+    X = _inputs(ctx)
+    return net.lazy_forward(ctx.generator, X, ctx.i("m"), ctx.i("d", 1)), "lazy Gaussian sampler (exact in law)"
 
 
 def _expr_arg(ctx: Context, name: str, default: Any) -> float:
@@ -60,10 +74,9 @@ _NORM_STATS = ("joint", "h-upper", "h-lower", "g-upper", "step-upper", "step-low
 @QUANTITIES.register("rnn-forward-norm-ratio", "Lemma B.3 / Claims B.4-B.5 as a ratio to the layer-dependent bound, "
                      "over i and l: args.which 'h-upper' max ||h_{l+1}||/(2l+4), 'g-upper' max ||g_{l+1}||/(4l+8), "
                      "'h-lower' min ||h_{l+1}||/(1-1/(4L))^l, 'joint' min of the three slacks, 'step-upper', "
-                     "'step-lower'", networks=NET)
+                     "'step-lower'; exact lazy Gaussian sampler unless args.sampler = 'full'", networks=NET)
 def forward_norm_ratio(ctx: Context) -> Observation:
-    W, A, B, X = _setup(ctx)
-    fwd = net.forward(W, A, B, X)
+    fwd, method = _forward_at_init(ctx)
     L = fwd.L
     hn = fwd.h.norm(dim=-1)  # (R, n, L+1)
     gn = fwd.g.norm(dim=-1)
@@ -88,16 +101,16 @@ def forward_norm_ratio(ctx: Context) -> Observation:
         value = (hn[:, :, 2:] / ((1 - 1 / (4 * L)) * hn[:, :, 1:-1])).amin(dim=(-1, -2))
     else:
         raise EstimatorError(f"args.which = {which!r}: one of {_NORM_STATS}")
-    return Observation(value, method="full forward pass")
+    return Observation(value, method=method)
 
 
 @QUANTITIES.register("rnn-fresh-norm", "min over i and l in {0,...,L-1} of ||(I - U_l U_l^T) h_{i,l+1}||, U_l the "
                      "Gram-Schmidt basis of h_{.,1..l} (Lemma B.6), via Householder QR", networks=NET)
 def fresh_norm(ctx: Context) -> Observation:
-    W, A, B, X = _setup(ctx)
-    F = net.fresh_norms(net.forward(W, A, B, X))
+    fwd, method = _forward_at_init(ctx)
+    F = net.fresh_norms(fwd)
     return Observation(F.amin(dim=(-1, -2)), extras={"worst_layer": F.amin(1).argmin(-1).to(ctx.dtype)},
-                       method="householder-qr")
+                       method=method + "; householder-qr")
 
 
 # ---------------------------------------------------------------- products of D W

@@ -6,20 +6,22 @@ Parameter names follow the paper: m (min hidden width), L (depth), n, d, phi (se
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..context import Context, Observation
 from ..linalg import spectral_norm, top_s_norm
 from ..nets import zou2018 as net
 from ..registry import QUANTITIES
-from ..search import maximise
+from ..search import maximise, random_perturbation
 
 NET = (net.NAME,)
 
 
 def _dims(ctx: Context) -> list[int]:
     """[d, m_1, ..., m_L]; d may be declared directly or as dm = d/m (claims that tie d to the width)."""
-    d = ctx.i("d") if "d" in ctx.params else int(round(ctx.p("dm") * ctx.p("m")))
+    d = ctx.i("d") if "d" in ctx.params else round(ctx.p("dm") * ctx.p("m"))
     return net.widths(d, ctx.i("m"), ctx.i("L"), bool(ctx.i("alternate", 0)))
 
 
@@ -102,10 +104,6 @@ def sparse_backward_sup(ctx: Context) -> Observation:
 #     ratio, so a claim's bound is a function of the parameters only.
 # =========================================================================================================
 
-import math  # noqa: E402
-
-from ..search import random_perturbation  # noqa: E402
-
 
 def _cond(ctx: Context) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     X = ctx.inputs()
@@ -137,7 +135,7 @@ def _pair_distances(h: torch.Tensor) -> torch.Tensor:
                      " of the unit-normalised features; args.decay: divided by [1 - log(2)/(2L)]^l), exact sampler",
                      networks=NET)
 def min_layer_separation(ctx: Context) -> Observation:
-    X, xs, _ = _cond(ctx)
+    _, xs, _ = _cond(ctx)
     L = len(xs) - 1
     normalized = bool(ctx.arg("normalized", False))
     decay = 1 - math.log(2) / (2 * L) if ctx.arg("decay", False) else 1.0
@@ -155,7 +153,7 @@ def min_layer_separation(ctx: Context) -> Observation:
 @QUANTITIES.register("max-output-magnitude", "max over i of |ŷ_i| = |v^T x_{L,i}| at Gaussian initialisation "
                      "(exact sampler)", networks=NET)
 def max_output_magnitude(ctx: Context) -> Observation:
-    X, xs, _ = _cond(ctx)
+    _, xs, _ = _cond(ctx)
     v = net.output_vector(xs[-1].shape[-1], xs[-1].dtype)
     return Observation((xs[-1] @ v).abs().amax(-1), method="Gaussian-conditioning sampler (exact in distribution)")
 
@@ -173,7 +171,7 @@ def _near_zero_ratio(zs: list[torch.Tensor], beta: float) -> torch.Tensor:
                      "S_{l,i}(beta) = {j : |<w_{l,j}, x_{l-1,i}>| <= beta} (Theorem 5.1(iv)), exact sampler",
                      networks=NET)
 def near_zero_preactivation_ratio(ctx: Context) -> Observation:
-    X, xs, zs = _cond(ctx)
+    _, _, zs = _cond(ctx)
     return Observation(_near_zero_ratio(zs, ctx.p("beta")),
                        method="exact count, Gaussian-conditioning sampler (exact in distribution)")
 
@@ -241,9 +239,10 @@ def gradient_carrying_node_count(ctx: Context) -> Observation:
     A = _candidate_coefficients(ctx.generator, ctx.replicates, n, H)
     thr = t * phi / n ** 2 * A.abs().amax(-1)  # (R, K)
     counts = []
-    for k0 in range(0, A.shape[1], 32):
-        nrm2 = _node_norms2(A[:, k0:k0 + 32], S, G)
-        counts.append((nrm2 >= thr[:, k0:k0 + 32, None] ** 2).sum(-1))
+    chunk = max(1, int(4e6 // (ctx.replicates * n * S.shape[-1])))  # bounds the (R, chunk, n, m) work tensor
+    for k0 in range(0, A.shape[1], chunk):
+        nrm2 = _node_norms2(A[:, k0:k0 + chunk], S, G)
+        counts.append((nrm2 >= thr[:, k0:k0 + chunk, None] ** 2).sum(-1))
     counts = torch.cat(counts, 1).to(X.dtype)
     return Observation(counts.amin(-1), extras={"candidate": counts.argmin(-1).to(X.dtype)},
                        method="structured search over a (e_i, e_i+-e_j, signs, Gaussian, eigvecs of G∘SS^T); exact counts")
@@ -294,7 +293,7 @@ def perturbed_weight_norm(ctx: Context) -> Observation:
     tau = ctx.p("tau")
     vals = []
     for W in Ws:
-        U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+        U, _, Vh = torch.linalg.svd(W, full_matrices=False)
         Wt = W + tau * U[..., :, :1] @ Vh[..., :1, :]  # the maximiser: tau u_1 v_1^T, spectral norm exactly tau
         vals.append(spectral_norm(Wt)[0])
     return Observation(torch.stack(vals, -1).amax(-1), valid=_theorem_5_1_i(Ws, fwd),
@@ -577,7 +576,7 @@ def hitting_time(ctx: Context) -> Observation:
     B = ctx.i("B", n)
     for k in range(kmax + 1):
         batch = None if B >= n else net.random_minibatch(ctx.generator, len(idx), n, B)
-        grads, lp, fwd = net.loss_gradients(Ws, X[idx], y[idx], batch=batch)
+        grads, _, fwd = net.loss_gradients(Ws, X[idx], y[idx], batch=batch)
         loss = net.logistic(y[idx] * fwd.out).mean(-1)
         done = loss <= eps
         K[idx[done]] = float(k)

@@ -1,0 +1,530 @@
+"""Quantities of the du2018 settings (Du, Lee, Li, Wang, Zhai 2018): three architectures, smooth activations.
+
+Every estimator is registered once per architecture, named `<network>-<quantity>` (e.g. `du2018-fc-gram-
+least-eigenvalue-ratio`, `du2018-resnet-…`, `du2018-cnn-resnet-…`): the Context does not say which network a
+claim names, so the name carries it.
+
+Parameters (the paper's symbols): m (width), H (depth), n, d (input dimension; CNN: d0 channels and p pixels,
+the claim's inputs use d = "d0 * p", and q the patch size, default 3), c_lambda (ResNet/CNN, in (0, 1)),
+R (perturbation radius: ‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R per layer), kappa (step-size constant), T (GD steps).
+Options (check.args): activation (default "softplus", any smooth name in kernels.ACTIVATIONS), sampler
+("conditional": exact-in-distribution features at init without weights, or "full"), labels ("rademacher" or
+"uniform" on [−1, 1]; |y_i| ≤ 1), step ("paper" or "practical"; see `_step_size`), nodes (Gauss–Hermite,
+default NODES), cross / aggregation (kernel readings, see kernels.cnn_kernels).
+
+λ₀ = λ_min(K^{(H)}) is computed per replicate's dataset by 2-D Gauss–Hermite quadrature and re-checked with
+twice the nodes (method strings record the change); replicates whose λ₀ is not positive beyond that error
+(Assumptions 3.1/4.1/5.1 fail) are conditioning failures, never violations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from .. import kernels
+from ..context import Context, Observation
+from ..errors import EstimatorError
+from ..linalg import spectral_norm
+from ..nets import du2018 as net
+from ..registry import QUANTITIES
+
+ARCHS = ((net.FC, "fc"), (net.RESNET, "resnet"), (net.CNN, "cnn"))
+# Gauss–Hermite nodes for λ₀, re-checked with twice as many: softplus, sigmoid, Swish and GELU converge to
+# ~1e-15 by 48 nodes; tanh/erf need ~128 (set args.nodes); the recorded change says which was reached.
+NODES = 64
+
+
+# ------------------------------------------------------------------------------------------------ set-up
+
+def _activation(ctx: Context) -> kernels.Activation:
+    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    if not act.smooth:
+        raise EstimatorError(f"activation '{act.name}' is not smooth (the paper assumes β-smooth σ)")
+    return act
+
+
+def _data(ctx: Context, kind: str) -> torch.Tensor:
+    X = ctx.inputs()
+    if kind == "cnn":
+        return net.as_images(X, ctx.i("d0"), ctx.i("p"))
+    return net.as_images(X)
+
+
+def _labels(ctx: Context, n: int) -> torch.Tensor:
+    if ctx.arg("labels", "rademacher") == "uniform":
+        return 2 * torch.rand(ctx.replicates, n, generator=ctx.generator, dtype=ctx.dtype) - 1
+    return ctx.labels(n)
+
+
+def _net(ctx: Context, kind: str, X: torch.Tensor) -> net.DuNet:
+    q = ctx.i("q", 3) if kind == "cnn" else 1
+    return net.make_net(kind, X, ctx.i("m"), ctx.i("H"), _activation(ctx), float(ctx.p("c_lambda", 0.5)), q)
+
+
+@torch.no_grad()
+def _kernels(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[kernels.DuKernels, torch.Tensor, str]:
+    """K^{(·)} and λ₀ per replicate, with twice-the-nodes check; also the mask of replicates whose
+    Assumption (λ₀ > 0 and λ > 0, beyond the quadrature change) holds."""
+    eng = kernels.Engine(dn.act, Q=int(ctx.arg("nodes", NODES)), check=True)
+    K = net.limit_kernels(dn, X, eng, cross=str(ctx.arg("cross", "paired")),
+                          aggregation=str(ctx.arg("aggregation", "matched")))
+    tol = 100 * eng.max_change + 1e-13
+    ok = K.lambda0 > tol
+    if dn.lam is not None:
+        ok = ok & (dn.lam > 1e-12)
+    return K, ok, f"lambda0: {eng.description}"
+
+
+def _c_w0(Ws: list[torch.Tensor], m: int) -> torch.Tensor:
+    """The tightest c_{w,0} of the sample: max_h ‖W^{(h)}(0)‖₂ / √m (exact SVD)."""
+    return torch.stack([spectral_norm(W)[0] for W in Ws], -1).amax(-1) / math.sqrt(m)
+
+
+def _geometric(alpha: torch.Tensor, h: int) -> torch.Tensor:
+    """g_α(h) = Σ_{i=0}^{h−1} α^i."""
+    return sum(alpha ** i for i in range(h))  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------- Frobenius-ball perturbation search
+
+SEARCH_LEVEL = {"none": 0, "exact": 0, "random": 1, "gradient": 2, "adversarial": 3, "exhaustive": 3}
+
+
+def _fro_scale(D: torch.Tensor, radius: float) -> torch.Tensor:
+    return D * (radius / D.flatten(1).norm(dim=1).clamp_min(1e-300)).reshape(-1, 1, 1)
+
+
+def _fro_project(D: torch.Tensor, radius: float) -> torch.Tensor:
+    nrm = D.flatten(1).norm(dim=1).reshape(-1, 1, 1)
+    return D * torch.clamp(radius / nrm.clamp_min(1e-300), max=1.0)
+
+
+def maximise_frobenius(target: Callable[[list[torch.Tensor]], torch.Tensor], Ws: list[torch.Tensor],
+                       radius: float, method: str, gen: torch.Generator, *, steps: int = 20,
+                       lr: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
+    """Largest target found over per-layer Frobenius balls ‖Δ^{(h)}‖_F ≤ radius (Du et al.'s
+    ‖W^{(h)}(k) − W^{(h)}(0)‖_F ≤ √m R): a lower estimate of the supremum, like search.maximise (which uses
+    spectral balls). Returns (best, found_by) with 0 = random, 1 = gradient-aligned, 2 = projected ascent."""
+    level = SEARCH_LEVEL[method]
+    if level == 0:
+        with torch.no_grad():
+            return target(Ws), torch.zeros(Ws[0].shape[0])
+
+    def grad_at(Ds: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        Ds = [D.detach().requires_grad_(True) for D in Ds]
+        with torch.enable_grad():
+            val = target([W + D for W, D in zip(Ws, Ds)])
+            gs = torch.autograd.grad(val.sum(), Ds, allow_unused=True)
+        return val.detach(), [torch.zeros_like(D) if g is None else g for D, g in zip(Ds, gs)]
+
+    Ds = [_fro_scale(torch.randn(W.shape, generator=gen, dtype=W.dtype), radius) for W in Ws]
+    with torch.no_grad():
+        best = target([W + D for W, D in zip(Ws, Ds)])
+    found = torch.zeros_like(best)
+    starts = [Ds]
+    if level >= 2:
+        _, g = grad_at([torch.zeros_like(W) for W in Ws])
+        Dg = [_fro_scale(gi + 1e-30 * torch.randn(gi.shape, generator=gen, dtype=gi.dtype), radius) for gi in g]
+        with torch.no_grad():
+            val = target([W + D for W, D in zip(Ws, Dg)])
+        better = val > best
+        best, found = torch.where(better, val, best), torch.where(better, torch.ones_like(found), found)
+        starts.append(Dg)
+    if level >= 3:
+        for Ds in starts:
+            for _ in range(steps):
+                val, g = grad_at(Ds)
+                better = val > best
+                best, found = torch.where(better, val, best), torch.where(better, torch.full_like(found, 2), found)
+                Ds = [_fro_project(D + lr * radius * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300)
+                                   .reshape(-1, 1, 1), radius) for D, gi in zip(Ds, g)]
+            with torch.no_grad():
+                val = target([W + D for W, D in zip(Ws, Ds)])
+            better = val > best
+            best, found = torch.where(better, val, best), torch.where(better, torch.full_like(found, 2), found)
+    return best, found
+
+
+# ----------------------------------------------------------------------------------------- estimators
+
+def _features_at_init(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """(‖x_i^{(h)}‖ as (R, H, n), G^{(H)}(0), method) by the exact conditional sampler or a full forward pass."""
+    if ctx.arg("sampler", "conditional") == "full":
+        Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+        fwd = net.forward(dn, Ws, a, X)
+        return fwd.norms(), net.last_layer_gram(dn, Ws, a, X), "full forward pass"
+    smp = net.sample_init(ctx.generator, dn, X)
+    return smp.norms(), smp.gram_last, "Gaussian-conditioning sampler (exact in distribution)"
+
+
+def layer_norm_max(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    norms, _, method = _features_at_init(ctx, dn, X)
+    return Observation(norms.amax(dim=(-1, -2)), extras={"min": norms.amin(dim=(-1, -2))}, method=method)
+
+
+def layer_norm_min(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    norms, _, method = _features_at_init(ctx, dn, X)
+    return Observation(norms.amin(dim=(-1, -2)), extras={"max": norms.amax(dim=(-1, -2))}, method=method)
+
+
+def layer_norm_deviation(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    norms, _, method = _features_at_init(ctx, dn, X)
+    return Observation((norms - 1).abs().amax(dim=(-1, -2)), method=method)
+
+
+def gram_least_eigenvalue_ratio(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, ok, kmethod = _kernels(ctx, dn, X)
+    _, G, method = _features_at_init(ctx, dn, X)
+    value = kernels.lambda_min(G) / K.lambda0
+    return Observation(value, valid=ok, extras={"lambda0": K.lambda0, "lambda_min_G": kernels.lambda_min(G)},
+                       method=f"{method}; {kmethod}")
+
+
+def gram_deviation_ratio(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, ok, kmethod = _kernels(ctx, dn, X)
+    _, G, method = _features_at_init(ctx, dn, X)
+    dev = torch.linalg.matrix_norm(G - K.ntk, ord=2)
+    return Observation(dev / K.lambda0, valid=ok, extras={"lambda0": K.lambda0, "deviation": dev},
+                       method=f"{method}; exact spectral norm; {kmethod}")
+
+
+def gram_deviation_max(kind: str, ctx: Context) -> Observation:
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, _ok, kmethod = _kernels(ctx, dn, X)
+    _, G, method = _features_at_init(ctx, dn, X)
+    dev = (G - K.ntk).abs().amax(dim=(-1, -2))
+    if ctx.arg("normalise", "none") == "sqrt-m":
+        dev = dev * math.sqrt(dn.m)
+    return Observation(dev, extras={"lambda0": K.lambda0}, method=f"{method}; {kmethod}")
+
+
+def layer_gram_deviation(kind: str, ctx: Context) -> Observation:
+    """Theorem D.1 (9)/(10): max_h max_{(i,l),(j,k)} |⟨x^{(h)}, x^{(h)}⟩ − K^{(h)}| (and, for residual nets,
+    max |m^{-1/2} 1ᵀx^{(h)} − b^{(h)}| in extras, and in the value when args.include_b)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, _, kmethod = _kernels(ctx, dn, X)
+    if ctx.arg("sampler", "conditional") == "full":
+        Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+        xs, method = net.forward(dn, Ws, a, X).x, "full forward pass"
+    else:
+        xs, method = net.sample_init(ctx.generator, dn, X).x, "Gaussian-conditioning sampler"
+    R = X.shape[0]
+    dK = torch.stack([(net.point_gram(xs[h]) - K.layer[h]).abs().amax(dim=(-1, -2)) for h in range(1, dn.H + 1)], -1)
+    value = dK.amax(-1)
+    extras = {"worst_layer": dK.argmax(-1).to(X.dtype) + 1}
+    if dn.residual:
+        db = torch.stack([(xs[h].sum(2).reshape(R, -1) / math.sqrt(dn.m) - K.b[h]).abs().amax(-1)
+                          for h in range(1, dn.H + 1)], -1).amax(-1)
+        extras["b_deviation"] = db
+        if ctx.arg("include_b", False):
+            value = torch.maximum(value, db)
+    if ctx.arg("normalise", "none") == "sqrt-m":
+        value = value * math.sqrt(dn.m)
+    return Observation(value, extras=extras, method=f"{method}; {kmethod}")
+
+
+def lambda0(kind: str, ctx: Context) -> Observation:
+    """λ₀ = λ_min(K^{(H)}) of each replicate's dataset. args.normalise = "depth" gives H²λ₀/(c_λ²λ³) = λ₀/(s²H⁰)
+    for the residual nets (Proposition D.1's κ-type constant: λ₀ ≥ c_H κ)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, ok, kmethod = _kernels(ctx, dn, X)
+    value = K.lambda0
+    if ctx.arg("normalise", "none") == "depth":
+        if not dn.residual:
+            raise EstimatorError("normalise = 'depth' is for the residual architectures (s² = c_λ²λ³/H²)")
+        value = value * dn.H ** 2 / (dn.c_lambda ** 2 * dn.lam ** 3)
+    extras = {"quadrature_change": torch.full_like(value, K.quadrature_change)}
+    if dn.lam is not None:
+        extras["lambda"] = dn.lam
+    return Observation(value, valid=ok, extras=extras, method=kmethod)
+
+
+def gram_drift(kind: str, ctx: Context) -> Observation:
+    """A.4/B.4/C.4: sup over ‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R of ‖G^{(H)}(W) − G^{(H)}(W(0))‖₂ (lower estimate by the
+    claim's search); args.normalise = "lambda0" divides by λ₀ (the lemmas' conclusions are ≤ λ₀/4, ≤ λ₀/2)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    G0 = net.last_layer_gram(dn, Ws, a, X)
+
+    def target(Wt: list[torch.Tensor]) -> torch.Tensor:
+        return torch.linalg.matrix_norm(net.last_layer_gram(dn, Wt, a, X) - G0, ord=2)
+
+    value, found = maximise_frobenius(target, Ws, math.sqrt(dn.m) * ctx.p("R"), ctx.search, ctx.generator,
+                                      steps=int(ctx.arg("steps", 20)))
+    extras = {"found_by": found}
+    valid = None
+    method = f"search={ctx.search} (Frobenius balls)"
+    if ctx.arg("normalise", "none") == "lambda0":
+        K, valid, kmethod = _kernels(ctx, dn, X)
+        value = value / K.lambda0
+        extras["lambda0"] = K.lambda0
+        method += f"; {kmethod}"
+    return Observation(value, valid=valid, extras=extras, method=method)
+
+
+def _forward_bound(kind: str, dn: net.DuNet, ctx: Context, c_w0: torch.Tensor, c_x0: torch.Tensor,
+                   R: float) -> list[torch.Tensor]:
+    """Per-layer bounds on ‖x^{(h)}(k) − x^{(h)}(0)‖ of Lemmas A.3 / B.3 / C.3, h = 1..H, each (R,)."""
+    Lip = dn.act.lipschitz
+    cs = dn.c_sigma
+    if kind == "fc":  # A.3: √c_σ L c_{x,0} g_{c_x}(h) R, c_x = 2√c_σ L c_{w,0}
+        cx = 2 * math.sqrt(cs) * Lip * c_w0
+        return [math.sqrt(cs) * Lip * c_x0 * _geometric(cx, h) * R for h in range(1, dn.H + 1)]
+    version = ctx.arg("version", "proof")
+    if kind == "resnet":
+        if version == "statement":  # B.3 as stated: (√c_{x,0} L + c_{x,0}/c_{w,0}) e^{2 c_{x,0} c_{w,0} L} R
+            b = (c_x0.sqrt() * Lip + c_x0 / c_w0) * torch.exp(2 * c_x0 * c_w0 * Lip) * R
+        else:  # B.3's proof: (√c_σ L + c_{x,0}/c_{w,0}) e^{2 c_λ c_{w,0} L} R
+            b = (math.sqrt(cs) * Lip + c_x0 / c_w0) * torch.exp(2 * dn.c_lambda * c_w0 * Lip) * R
+        return [b] * dn.H
+    sq = math.sqrt(dn.q)  # C.3: (√c_σ L √q + c_{x,0}/c_{w,0}) e^{2 c_{w,0} L √q c_λ} R
+    return [(math.sqrt(cs) * Lip * sq + c_x0 / c_w0) * torch.exp(2 * c_w0 * Lip * sq * dn.c_lambda) * R] * dn.H
+
+
+def forward_perturbation_ratio(kind: str, ctx: Context) -> Observation:
+    """A.3/B.3/C.3 as a ratio: sup over the ball of max_{h,i} ‖x_i^{(h)}(W) − x_i^{(h)}(W(0))‖ / bound_h, with the
+    sample's tightest constants ĉ_{w,0} = max_h ‖W^{(h)}(0)‖₂/√m, ĉ_{x,0} = max(1, max_{h,i} ‖x_i^{(h)}(0)‖)
+    (CNN: c_{x,0} > 1 required). Valid when the hypothesis R ≤ c_{w,0} holds. args.version = "proof" |
+    "statement" selects B.3's two printed constants."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    R = float(ctx.p("R"))
+    with torch.no_grad():
+        fwd0 = net.forward(dn, Ws, a, X)
+    base = [x.detach() for x in fwd0.x[1:]]
+    c_w0 = _c_w0(Ws, dn.m)
+    c_x0 = fwd0.norms().amax(dim=(-1, -2)).clamp_min(1.0)
+    bounds = _forward_bound(kind, dn, ctx, c_w0, c_x0, R)
+
+    def target(Wt: list[torch.Tensor]) -> torch.Tensor:
+        xs = net.forward(dn, Wt, a, X).x[1:]
+        return torch.stack([(x - b).flatten(-2).norm(dim=-1).amax(-1) / bd
+                            for x, b, bd in zip(xs, base, bounds)], -1).amax(-1)
+
+    value, found = maximise_frobenius(target, Ws, math.sqrt(dn.m) * R, ctx.search, ctx.generator,
+                                      steps=int(ctx.arg("steps", 20)))
+    return Observation(value, valid=R <= c_w0, extras={"found_by": found, "c_w0": c_w0, "c_x0": c_x0},
+                       method=f"search={ctx.search} (Frobenius balls); exact SVD for c_w0")
+
+
+def gradient_norm(kind: str, ctx: Context) -> Observation:
+    """max_h ‖∂L/∂W^{(h)}‖_F at initialisation (closed form), per layer in extras; args.normalise = "residual"
+    divides by √n ‖y − u(0)‖ (the shape of the Q′ bounds of Lemmas A.5/B.5/C.5)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    grads, fwd, _ = net.loss_gradients(dn, Ws, a, X, y)
+    per = torch.stack([g.flatten(1).norm(dim=1) for g in grads], -1)
+    value = per.amax(-1)
+    if ctx.arg("normalise", "none") == "residual":
+        value = value / (math.sqrt(X.shape[1]) * (y - fwd.out).norm(dim=-1))
+    extras = {f"layer_{h + 1}": per[:, h] for h in range(dn.H)}
+    return Observation(value, extras=extras, method="closed-form gradient")
+
+
+def _c_sigma_c0(act: kernels.Activation, c0: float, grid: int = 201) -> float:
+    """c_{σ,c0} = (min_{c0 ≤ α ≤ 1} E σ(αX)²)^{-1} (Appendix C), on a grid of α by 1-D quadrature."""
+    alphas = torch.linspace(c0, 1.0, grid, dtype=torch.float64)
+    vals = kernels.expect_1d(lambda z: act.f(z) ** 2, alphas ** 2, 200)
+    return float(1.0 / vals.min())
+
+
+def gradient_norm_ratio(kind: str, ctx: Context) -> Observation:
+    """Lemmas A.5/B.5/C.5 at s = 0: max_h ‖∂L/∂W^{(h)}(0)‖_F / Q′(0) (so ‖W(1) − W(0)‖_F ≤ η Q′(0) ⟺ ratio ≤ 1).
+      FC   Q′ = 2 c_{x,0} c_x^H √n ‖y − u‖, c_x = max{2√c_σ L c_{w,0}, 1}, c_{x,0} = 2 (Lemma A.1);
+      Res  statement: Q′ = 2 c_{x,0} c_{w,0} L e^{2 c_{x,0} c_{w,0} L} √n ‖y − u‖ / H;
+           proof:     Q′ = 2 c_λ c_{x,0} L e^{2 c_λ c_{w,0} L} √n ‖y − u‖ / H, c_{x,0} = 2 e^{c_λ c_{w,0} L} (B.1);
+      CNN  Q′ = 2 c_λ c_{x,0} L √(pq) e^{2 c_λ c_{w,0} L √q} √n ‖y − u‖ / H, c_{x,0} from C.1's proof.
+    c_{w,0} is the sample's ĉ_{w,0}; valid when the norm hypothesis 1/c_{x,0} ≤ ‖x^{(h)}(0)‖ ≤ c_{x,0} holds."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    grads, fwd, _ = net.loss_gradients(dn, Ws, a, X, y)
+    per = torch.stack([g.flatten(1).norm(dim=1) for g in grads], -1)
+    n = X.shape[1]
+    resid = math.sqrt(n) * (y - fwd.out).norm(dim=-1)
+    c_w0 = _c_w0(Ws, dn.m)
+    Lip, cl, H = dn.act.lipschitz, dn.c_lambda, dn.H
+    if kind == "fc":
+        c_x0 = torch.full_like(c_w0, 2.0)
+        cx = torch.clamp(2 * math.sqrt(dn.c_sigma) * Lip * c_w0, min=1.0)
+        Q = 2 * c_x0 * cx ** H * resid
+    elif kind == "resnet":
+        c_x0 = 2 * torch.exp(cl * c_w0 * Lip)
+        if ctx.arg("version", "proof") == "statement":
+            Q = 2 * c_x0 * c_w0 * Lip * torch.exp(2 * c_x0 * c_w0 * Lip) * resid / H
+        else:
+            Q = 2 * cl * c_x0 * Lip * torch.exp(2 * cl * c_w0 * Lip) * resid / H
+    else:
+        p, q = ctx.i("p"), dn.q
+        csp = _c_sigma_c0(dn.act, 1 / math.sqrt(p))
+        c_x0 = torch.maximum(math.sqrt(q) * Lip * math.sqrt(dn.c_sigma) * c_w0,
+                             torch.full_like(c_w0, math.sqrt(2 * csp / dn.c_sigma))) \
+            * torch.exp(math.sqrt(q) * cl * c_w0 * Lip)
+        Q = 2 * cl * c_x0 * Lip * math.sqrt(p * q) * torch.exp(2 * cl * c_w0 * Lip * math.sqrt(q)) * resid / H
+    norms = fwd.norms()
+    valid = (norms.amax(dim=(-1, -2)) <= c_x0) & (norms.amin(dim=(-1, -2)) >= 1 / c_x0)
+    return Observation(per.amax(-1) / Q, valid=valid, extras={"c_w0": c_w0, "c_x0": c_x0},
+                       method="closed-form gradient; exact SVD for c_w0")
+
+
+# ------------------------------------------------------------------------------------ gradient descent
+
+def _step_size(ctx: Context, kind: str, dn: net.DuNet, lam0: torch.Tensor, G0: torch.Tensor) -> torch.Tensor:
+    """args.step = "paper": η = κ λ₀ / n² (FC: Theorem 3.1's O(λ₀/(n² 2^{O(H)})) with the 2^{O(H)} in κ) or
+    η = κ λ₀ H² / n² (ResNet, Theorem 4.1; CNN, Theorem 5.1 with poly(p) in κ); "practical": η = κ / λ_max(G(0))."""
+    kappa = float(ctx.p("kappa", 1.0))
+    n = G0.shape[-1]
+    if ctx.arg("step", "paper") == "practical":
+        return kappa / torch.linalg.eigvalsh(G0)[..., -1]
+    if kind == "fc":
+        return kappa * lam0 / n ** 2
+    return kappa * lam0 * dn.H ** 2 / n ** 2
+
+
+def _trajectory(kind: str, ctx: Context):
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, ok, kmethod = _kernels(ctx, dn, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    with torch.no_grad():
+        fwd = net.forward(dn, Ws, a, X)
+        G0 = sum(net.grams(fwd, net.backward(dn, Ws, a, fwd)))
+        eta = _step_size(ctx, kind, dn, K.lambda0, G0)
+        tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=True)
+    return dn, K, ok, eta, tr, f"full-batch GD, T = {ctx.i('T')}, step = {ctx.arg('step', 'paper')}; {kmethod}"
+
+
+def _rate(eta: torch.Tensor, lam0: torch.Tensor, T: int) -> torch.Tensor:
+    """(1 − ηλ₀/2)^k for k = 0..T, (R, T+1)."""
+    k = torch.arange(T + 1, dtype=eta.dtype)
+    return (1 - eta * lam0 / 2).unsqueeze(-1) ** k
+
+
+def gd_loss_ratio(kind: str, ctx: Context) -> Observation:
+    """Theorems 3.1/4.1/5.1: max_{k ≤ T} L(w(k)) / ((1 − ηλ₀/2)^k L(w(0))) (≤ 1 is the conclusion)."""
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    T = ctx.i("T")
+    if T < 1:
+        raise EstimatorError("T must be >= 1 GD steps")
+    # k = 1, 2, … as stated (k = 0 is equality by definition)
+    ratio = (tr.loss / (_rate(eta, K.lambda0, T) * tr.loss[:, :1]))[:, 1:].amax(-1)
+    emp_rate = -torch.log(tr.loss[:, -1] / tr.loss[:, 0]) / max(T, 1)
+    return Observation(ratio, valid=ok, extras={"eta": eta, "lambda0": K.lambda0, "empirical_rate": emp_rate,
+                                                "final_loss_ratio": tr.loss[:, -1] / tr.loss[:, 0]},
+                       method=method)
+
+
+def _condition_6_1(tr: net.Trajectory, eta: torch.Tensor, lam0: torch.Tensor, T: int) -> torch.Tensor:
+    """Condition 6.1 along the whole trajectory: ‖y − u(k)‖² ≤ (1 − ηλ₀/2)^k ‖y − u(0)‖² for all k ≤ T."""
+    bound = _rate(eta, lam0, T) * tr.residual_norm[:, :1] ** 2
+    return (tr.residual_norm ** 2 <= bound * (1 + 1e-12)).all(-1)
+
+
+def gd_weight_movement(kind: str, ctx: Context) -> Observation:
+    """S6.3 / Lemmas A.5, B.5, C.5: max_{k ≤ T, h} ‖W^{(h)}(k) − W^{(h)}(0)‖_F ("≲ 1" in m); args.normalise =
+    "sqrt-m" divides by √m (the per-neuron average, "≲ 1/√m")."""
+    dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    value = tr.movement.amax(dim=(-1, -2))
+    if ctx.arg("normalise", "none") == "sqrt-m":
+        value = value / math.sqrt(dn.m)
+    return Observation(value, valid=ok, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+
+
+def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:
+    """Lemmas A.6/B.6/C.6: max_k ‖I_2(k)‖ / (η λ₀ ‖y − u(k)‖), I_2 = u(k+1) − u(k) − I_1(k), I_1 = −ηG(k)(u(k) − y)
+    (eq. 7; bound 1/8). Valid when Condition 6.1 held along the run (the lemmas' hypothesis)."""
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    i2 = (tr.du - tr.i1).norm(dim=-1)
+    value = (i2 / (eta * K.lambda0).unsqueeze(-1) / tr.residual_norm[:, :-1]).amax(-1)
+    valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
+    return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+
+
+def gd_quadratic_term_ratio(kind: str, ctx: Context) -> Observation:
+    """Lemmas A.7/B.7/C.7: max_k ‖u(k+1) − u(k)‖² / (η λ₀ ‖y − u(k)‖²) (bound 1/8); valid under Condition 6.1."""
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    value = (tr.du.norm(dim=-1) ** 2 / (eta * K.lambda0).unsqueeze(-1) / tr.residual_norm[:, :-1] ** 2).amax(-1)
+    valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
+    return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+
+
+def gd_gram_eigenvalue_ratio(kind: str, ctx: Context) -> Observation:
+    """§6 ("it suffices to prove λ_min(G^{(H)}(k)) ≥ λ₀/2"): min_{k ≤ T} λ_min(G^{(H)}(k)) / λ₀ along GD."""
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    value = tr.lam_min_gram_last.amin(-1) / K.lambda0
+    return Observation(value, valid=ok, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+
+
+ESTIMATORS: tuple[tuple[str, str, Callable[[str, Context], Observation]], ...] = (
+    ("max-layer-norm", ("max over h in [H], i in [n] of ||x_i^(h)(0)|| (Frobenius for the CNN) at initialisation "
+     "(Lemmas A.1/B.1/C.1 upper side)"), layer_norm_max),
+    ("min-layer-norm", ("min over h in [H], i in [n] of ||x_i^(h)(0)|| at initialisation (Lemmas A.1/B.1/C.1 "
+     "lower side)"), layer_norm_min),
+    ("layer-norm-deviation", "max over h, i of | ||x_i^(h)(0)|| - 1 | at initialisation (A.1's proof range)",
+     layer_norm_deviation),
+    ("gram-least-eigenvalue-ratio", ("lambda_min(G^(H)(0)) / lambda_0, lambda_0 = lambda_min(K^(H)) by 2-D "
+     "Gauss-Hermite (Lemmas A.2/B.2/C.2: >= 3/4)"), gram_least_eigenvalue_ratio),
+    ("gram-deviation-ratio", "||G^(H)(0) - K^(H)||_2 / lambda_0 (exact spectral norm; section 6 needs <= 1/4)",
+     gram_deviation_ratio),
+    ("gram-deviation-max", ("max_ij |G^(H)_ij(0) - K^(H)_ij| (entrywise; args.normalise = 'sqrt-m' multiplies by "
+     "sqrt(m))"), gram_deviation_max),
+    ("layer-gram-deviation", ("Theorem D.1 (9): max over h, points of |<x^(h), x^(h)> - K^(h)| at init (b^(h) "
+     "deviation (10) in extras)"), layer_gram_deviation),
+    ("lambda0", ("lambda_0 = lambda_min(K^(H)) of each dataset by quadrature checked with 2x nodes (args.normalise "
+     "= 'depth': H^2 lambda_0 / (c_lambda^2 lambda^3))"), lambda0),
+    ("gram-drift", ("sup over ||W^(h) - W^(h)(0)||_F <= sqrt(m) R of ||G^(H)(W) - G^(H)(W(0))||_2 by the claim's "
+     "search (args.normalise = 'lambda0' divides by lambda_0)"), gram_drift),
+    ("forward-perturbation-ratio", ("sup over the sqrt(m) R Frobenius balls of max_{h,i} ||x^(h)(W) - x^(h)(0)|| "
+     "over the Lemma A.3/B.3/C.3 bound with the sample's c_w0, c_x0"), forward_perturbation_ratio),
+    ("gradient-norm", ("max over h of ||dL/dW^(h)||_F at initialisation (closed form; squared loss, sum over "
+     "samples)"), gradient_norm),
+    ("gradient-norm-ratio", ("max over h of ||dL/dW^(h)(0)||_F / Q'(0) of Lemmas A.5/B.5/C.5 (args.version "
+     "'proof'/'statement' for B.5)"), gradient_norm_ratio),
+    ("gd-loss-ratio", ("max over k <= T of L(w(k)) / ((1 - eta lambda_0/2)^k L(w(0))) along full-batch GD "
+     "(Theorems 3.1/4.1/5.1)"), gd_loss_ratio),
+    ("gd-weight-movement", ("max over k <= T, h of ||W^(h)(k) - W^(h)(0)||_F along GD (section 6 lazy-training "
+     "claim; args.normalise = 'sqrt-m')"), gd_weight_movement),
+    ("gd-second-order-ratio", ("max over k of ||I_2(k)|| / (eta lambda_0 ||y - u(k)||) along GD, valid under "
+     "Condition 6.1 (Lemmas A.6/B.6/C.6: <= 1/8)"), gd_second_order_ratio),
+    ("gd-quadratic-term-ratio", ("max over k of ||u(k+1) - u(k)||^2 / (eta lambda_0 ||y - u(k)||^2) along GD, "
+     "valid under Condition 6.1 (Lemmas A.7/B.7/C.7: <= 1/8)"), gd_quadratic_term_ratio),
+    ("gd-gram-eigenvalue-ratio", ("min over k <= T of lambda_min(G^(H)(k)) / lambda_0 along GD (section 6: "
+     ">= 1/2)"), gd_gram_eigenvalue_ratio),
+)
+
+
+def _bind(fn: Callable[[str, Context], Observation], kind: str) -> Callable[[Context], Observation]:
+    def estimator(ctx: Context) -> Observation:
+        return fn(kind, ctx)
+
+    estimator.__name__ = f"{fn.__name__}_{kind}"
+    estimator.__doc__ = fn.__doc__
+    estimator.__module__ = __name__
+    return estimator
+
+
+for _network, _kind in ARCHS:
+    for _name, _description, _fn in ESTIMATORS:
+        QUANTITIES.register(f"{_network}-{_name}", _description, networks=(_network,))(_bind(_fn, _kind))
