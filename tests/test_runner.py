@@ -137,3 +137,29 @@ def test_resume_after_kill_gives_the_uninterrupted_result(tmp_path):
                          str(ref)], capture_output=True, text=True, timeout=300, check=False)
     assert r2.returncode == 0, r2.stderr
     assert _stable(json.loads(out.read_text())) == _stable(json.loads(ref.read_text()))
+
+
+EARLY = SLOW_CLAIM.replace("args = { sleep = 0.02 }", "args = { sleep = 0.0 }") \
+                  .replace("replicates = 200\nshard_size = 5", "replicates = 4000\nshard_size = 100\nearly_stop = true") \
+                  .replace('probability = "1 - q"', 'probability = "1 - delta"') \
+                  .replace("q = { values = [0.9, 0.99, 0.999] }", "q = { values = [0.9, 0.5] }\ndelta = { values = [0.1, 0.3] }") \
+                  .replace("grid = { q = [0.9, 0.99, 0.999] }", "grid = { q = [0.9, 0.5], delta = [0.1, 0.3] }")
+
+
+def test_early_stopping_decides_with_an_anytime_valid_interval(tmp_path):
+    """P(u > q) = 1 - q against delta: far from delta the sequence stops early, at delta it runs to the end;
+    verdicts use the confidence sequence, and any worker count gives the same result."""
+    d = tmp_path / "claims" / "slow"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(SLOW_EXTENSION)
+    (d / "uniform.toml").write_text(EARLY)
+    a = _run([d], tmp_path / "a.db")
+    cfgs = {(c["params"]["q"], c["params"]["delta"]): c for c in a["claims"][0]["configs"]}
+    assert all(c["interval"] == "confidence-sequence" for c in cfgs.values())
+    holds, violated, at_delta = cfgs[(0.9, 0.3)], cfgs[(0.5, 0.1)], cfgs[(0.9, 0.1)]
+    assert holds["verdict"] == "holds" and holds["drawn"] < 4000       # rate 0.1 vs delta 0.3: stops early
+    assert violated["verdict"] == "violated" and violated["drawn"] <= 200  # rate 0.5 vs 0.1: stops at once
+    assert violated["violation_ci"][0] > 0.1
+    assert at_delta["drawn"] == 4000                                   # rate = delta: never decided
+    b = _run([d], tmp_path / "b.db", workers=2)
+    assert _stable(a) == _stable(b)

@@ -37,7 +37,7 @@ _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
     "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic",
 }
-_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore"}
+_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class Profile:
     replicates: int
     shard_size: int
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
+    early_stop: bool = False  # stop a configuration once its anytime-valid interval excludes delta
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,10 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     for k, v in (("replicates", reps), ("shard_size", shard), ("explore", explore)):
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "explore" else 1):
             raise ClaimError(path, f"{where}.{k}", f"expected a positive integer, got {v!r}")
-    return Profile(tuple(configs), reps, shard, explore)
+    early = raw.get("early_stop", False)
+    if not isinstance(early, bool):
+        raise ClaimError(path, f"{where}.early_stop", f"expected true or false, got {early!r}")
+    return Profile(tuple(configs), reps, shard, explore, early)
 
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:

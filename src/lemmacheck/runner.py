@@ -27,8 +27,9 @@ from .claims import Claim, Param, load_claim
 from .context import DTYPES, Context
 from .errors import EstimatorError
 from .registry import QUANTITIES
+from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence
 from .store import ShardRecord, Store
-from .verdicts import ClaimResult, claim_result, config_result
+from .verdicts import ClaimResult, _violates, claim_result, config_result
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ConfigPlan:
     seed: int
     replicates: int
     shard_size: int
+    early_stop: bool = False
 
     @property
     def n_shards(self) -> int:
@@ -114,7 +116,8 @@ def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
-    return [ConfigPlan(c, config_seed(seed, claim.id, c), prof.replicates, prof.shard_size) for c in cfgs]
+    early = prof.early_stop and claim.mode == "probabilistic"
+    return [ConfigPlan(c, config_seed(seed, claim.id, c), prof.replicates, prof.shard_size, early) for c in cfgs]
 
 
 def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
@@ -161,6 +164,29 @@ class InProcessExecutor(Executor):
         return f
 
 
+def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
+    return ShardTask(str(claim.source), claim.id, j, k, p.params, shard_seed(p.seed, k), p.shard_replicates(k))
+
+
+def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
+    """The next shard of an early-stopping configuration, or None once it is decided or exhausted."""
+    shards = sorted(store.shards(run_id, claim.id, j), key=lambda r: r.shard_index)
+    if len(shards) >= p.n_shards or any(s.error for s in shards):
+        return None
+    if shards:
+        chk = claim.check
+        assert chk is not None
+        value = np.concatenate([s.value for s in shards])
+        ok = np.concatenate([s.valid for s in shards]) & np.isfinite(value)
+        bound = chk.bound.evaluate(p.params)
+        k = int(_violates(chk.relation, value[ok], bound).sum())
+        lo, hi = bernoulli_confidence_sequence(k, int(ok.sum()), DEFAULT_ALPHA)
+        delta = claim.delta(p.params)
+        if lo > delta or hi < delta:
+            return None
+    return _task(claim, j, p, len(shards))
+
+
 def _worker_init() -> None:
     torch.set_num_threads(1)
 
@@ -200,26 +226,35 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     run_id = store.find_resumable(seed, profile, paths) if resume else None
     if run_id is None:
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
-    tasks: list[ShardTask] = []
+    # Every shard of a fixed-size configuration goes into the first wave; an early-stopping configuration
+    # contributes one shard per wave, in index order, until its confidence sequence decides. The decision
+    # reads only that configuration's stored prefix of shards, so it is the same for any executor.
+    waves: list[ShardTask] = []
+    sequential: list[tuple[Claim, int, ConfigPlan]] = []
     for claim in claims:
         plans = [] if claim.mode == "infeasible" else plan(claim, profile, seed)
         store.record_plan(run_id, claim.id, str(claim.source), definition(claim),
-                          [(p.params, p.seed, p.replicates, p.shard_size) for p in plans])
+                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in plans])
         done = store.done_shards(run_id, claim.id)
         for j, p in enumerate(plans):
-            for k in range(p.n_shards):
-                if (j, k) not in done:
-                    tasks.append(ShardTask(str(claim.source), claim.id, j, k, p.params, shard_seed(p.seed, k),
-                                           p.shard_replicates(k)))
+            if p.early_stop:
+                sequential.append((claim, j, p))
+                continue
+            waves.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
     own = executor is None
     ex = executor or make_executor(workers)
     try:
-        futures = {ex.submit(execute_shard, t): t for t in tasks}
-        for fut in cf.as_completed(futures):
-            rec = fut.result()
-            store.write_shard(run_id, rec)
-            if progress:
-                progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
+        while True:
+            waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in sequential) if t)
+            if not waves:
+                break
+            futures = {ex.submit(execute_shard, t): t for t in waves}
+            for fut in cf.as_completed(futures):
+                rec = fut.result()
+                store.write_shard(run_id, rec)
+                if progress:
+                    progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
+            waves = []
     except BaseException:
         if own and hasattr(ex, "shutdown"):
             ex.shutdown(wait=False, cancel_futures=True)
@@ -250,7 +285,7 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             methods = sorted({s.method for s in shards if s.method})
             cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
                                "; ".join(methods), float(sum(s.seconds for s in shards)), errors,
-                               shard_size=c["shard_size"])
+                               shard_size=c["shard_size"], anytime=c["early_stop"])
             cfgs.append(cr)
             samples.append(value[valid & np.isfinite(value)])
         results.append(claim_result(claim, cfgs, samples))
@@ -275,7 +310,8 @@ def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int
     store = store or Store(":memory:")
     run_id = store.begin_run(cfg_seed, "repro", versions(), device_description(), [claim.id])
     p = ConfigPlan(params, cfg_seed, replicates, shard_size)
-    store.record_plan(run_id, claim.id, str(claim.source), definition(claim), [(p.params, p.seed, replicates, shard_size)])
+    store.record_plan(run_id, claim.id, str(claim.source), definition(claim),
+                      [(p.params, p.seed, replicates, shard_size, False)])
     for k in range(p.n_shards):
         store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), claim.id, 0, k, params,
                                                           shard_seed(cfg_seed, k), p.shard_replicates(k))))

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS configs (
     seed        INTEGER NOT NULL,
     replicates  INTEGER NOT NULL,
     shard_size  INTEGER NOT NULL,
+    early_stop  INTEGER NOT NULL DEFAULT 0,  -- 1: shards ran in waves until the confidence sequence decided
     PRIMARY KEY (run_id, claim_id, config_index)
 );
 CREATE TABLE IF NOT EXISTS shards (
@@ -136,13 +137,13 @@ class Store:
 
     # plan -------------------------------------------------------------------------------------------
     def record_plan(self, run_id: int, claim_id: str, source: str, definition: dict,
-                    configs: list[tuple[dict, int, int, int]]) -> None:
-        """Claim snapshot and its configurations (params, seed, replicates, shard_size), idempotently."""
+                    configs: list[tuple[dict, int, int, int, bool]]) -> None:
+        """Claim snapshot and its configurations (params, seed, replicates, shard_size, early_stop), idempotently."""
         stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)",
                   (run_id, claim_id, source, json.dumps(definition, sort_keys=True, default=str)))]
-        for j, (params, seed, reps, shard) in enumerate(configs):
-            stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?)",
-                          (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard)))
+        for j, (params, seed, reps, shard, early) in enumerate(configs):
+            stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?,?)",
+                          (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard, int(early))))
         self._tx(stmts)
 
     def done_shards(self, run_id: int, claim_id: str) -> set[tuple[int, int]]:
@@ -167,10 +168,10 @@ class Store:
         return row[0], json.loads(row[1])
 
     def configs(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT config_index, params, seed, replicates, shard_size FROM configs "
+        rows = self.db.execute("SELECT config_index, params, seed, replicates, shard_size, early_stop FROM configs "
                                "WHERE run_id=? AND claim_id=? ORDER BY config_index", (run_id, claim_id))
-        return [{"index": r[0], "params": json.loads(r[1]), "seed": r[2], "replicates": r[3], "shard_size": r[4]}
-                for r in rows]
+        return [{"index": r[0], "params": json.loads(r[1]), "seed": r[2], "replicates": r[3], "shard_size": r[4],
+                 "early_stop": bool(r[5])} for r in rows]
 
     def shards(self, run_id: int, claim_id: str, config_index: int) -> Iterator[ShardRecord]:
         rows = self.db.execute(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .claims import Claim, config_values
-from .stats import DEFAULT_ALPHA, clopper_pearson, fit_scaling, scaling_verdict
+from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence, clopper_pearson, fit_scaling, scaling_verdict
 
 COMPARISON_RTOL = 1e-12
 # Scaling verdicts: bootstrap intervals at 99% AND a slope tolerance (check.tolerance, default 0.1) must both
@@ -56,6 +56,7 @@ class ConfigResult:
     seconds: float
     errors: list[str] = field(default_factory=list)
     shard_size: int = 0  # how replicates were split into seeded shards: repro needs it
+    interval: str = "clopper-pearson"  # "confidence-sequence" when the configuration stopped early
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -101,7 +102,10 @@ def slack(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
 
 def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
                   valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
-                  errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0) -> ConfigResult:
+                  errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0,
+                  anytime: bool = False) -> ConfigResult:
+    """`anytime`: replicates were drawn until a decision (optional stopping), so the interval must be the
+    anytime-valid confidence sequence; a fixed-size Clopper-Pearson interval would be too narrow."""
     chk = claim.check
     assert chk is not None
     vals = config_values(claim, params)
@@ -116,7 +120,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     n = int(ok.sum())
     viol = _violates(chk.relation, v, bound)
     k = int(viol.sum())
-    ci = clopper_pearson(k, n, alpha) if n else (0.0, 1.0)
+    interval = bernoulli_confidence_sequence if anytime else clopper_pearson
+    ci = interval(k, n, alpha) if n else (0.0, 1.0)
     sl = slack(chk.relation, v, bound)
     if errors or n == 0:
         verdict = "inconclusive"
@@ -143,7 +148,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         float(sl.min()) if n else None, float(np.median(sl)) if n else None,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
-        int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value))
+        int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
+        "confidence-sequence" if anytime else "clopper-pearson")
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
