@@ -72,7 +72,7 @@ def ref_network(Vs: list[torch.Tensor], x: torch.Tensor, phi) -> tuple[torch.Ten
 
 @pytest.mark.parametrize("name", ACTS)
 def test_forward_and_gradient_formula_2a_2b(name):
-    X, y, Vs, act = setup(seed=1, act=name)
+    X, _y, Vs, act = setup(seed=1, act=name)
     fwd = ch.forward(Vs, X, act)
     deltas, _ = ch.backward(Vs, fwd)
     per = ch.output_gradients(fwd, deltas)
@@ -97,7 +97,7 @@ def test_forward_and_gradient_formula_2a_2b(name):
 @pytest.mark.parametrize("L", [1, 2, 4])
 def test_loss_gradient_matches_autograd(name, L):
     X, y, Vs, act = setup(seed=2, act=name, L=L)
-    grads, fwd, _ = ch.loss_gradients(Vs, X, y, act)
+    grads, _fwd, _ = ch.loss_gradients(Vs, X, y, act)
     Vr = [V.clone().requires_grad_(True) for V in Vs]
     auto = torch.autograd.grad(ch.loss(ch.forward(Vr, X, act).out, y).sum(), Vr)
     for g, ga in zip(grads, auto):
@@ -134,7 +134,7 @@ def test_alignment_identity_of_lemma_b18(name):
 
 @pytest.mark.parametrize("name", ACTS)
 def test_forward_difference_exact_for_moderate_steps_and_linear_for_tiny_ones(name):
-    X, y, Vs, act = setup(seed=4, act=name, L=2, scale=3.0)
+    X, _y, Vs, act = setup(seed=4, act=name, L=2, scale=3.0)
     gen = torch.Generator().manual_seed(5)
     D = [torch.randn(V.shape, generator=gen, dtype=F64) for V in Vs]
     for eps in (1e-1, 1e-3):
@@ -301,3 +301,18 @@ def test_definition_quantities_are_tight_where_the_paper_says():
     assert float(run("activation-derivative-bound", "scaled-swish").max()) == pytest.approx(0.99986, abs=1e-5)
     assert float(run("activation-derivative-lipschitz", "scaled-swish").max()) == pytest.approx(1 / 1.1, rel=1e-6)
     assert float(run("activation-taylor-defect", "scaled-swish").max()) == pytest.approx(0.1997, abs=1e-3)
+
+
+def test_initialisation_variances():
+    """§3.2: (V_ℓ)_{ij} ~ N(0, 2/p) for ℓ ∈ [L], (V_{L+1})_j ~ N(0, 1); hence E‖V^{(1)}‖² = p(2L + 1) (Lemma E.12)."""
+    gen = torch.Generator().manual_seed(8)
+    R, p, L = 400, 16, 2
+    Vs = ch.init(gen, R, p, L)
+    for V in Vs[:-1]:
+        assert V.shape == (R, p, p)
+        var = V.var()  # R p² entries; relative standard error of a Gaussian variance sqrt(2/N) ≈ 0.4%
+        assert abs(float(var) * p / 2 - 1) < 5 * math.sqrt(2 / V.numel())
+    assert Vs[-1].shape == (R, 1, p) and abs(float(Vs[-1].var()) - 1) < 5 * math.sqrt(2 / Vs[-1].numel())
+    sq = ch.collective_norm(Vs) ** 2
+    z = (sq.mean() - p * (2 * L + 1)) / (sq.std() / math.sqrt(R))
+    assert abs(float(z)) < 4.5

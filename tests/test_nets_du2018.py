@@ -85,7 +85,7 @@ def ref_forward(kind: str, Ws: list[torch.Tensor], a: torch.Tensor, x: torch.Ten
 @pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
 @pytest.mark.parametrize("act", ["softplus", "tanh", "gelu"])
 def test_forward_matches_paper_formula(kind, act):
-    net, Ws, a, X, y = setup(kind, seed=1, act=act)
+    net, Ws, a, X, _y = setup(kind, seed=1, act=act)
     fwd = du.forward(net, Ws, a, X)
     cs = k.c_sigma(net.act)
     for r in range(X.shape[0]):
@@ -127,7 +127,7 @@ def test_cnn_lambda_needs_enough_channels():
 @pytest.mark.parametrize("H", [1, 2, 4])
 def test_closed_form_loss_gradient_matches_autograd(kind, H):
     net, Ws, a, X, y = setup(kind, seed=4, H=H)
-    grads, fwd, _ = du.loss_gradients(net, Ws, a, X, y)
+    grads, _fwd, _ = du.loss_gradients(net, Ws, a, X, y)
     Wr = [W.clone().requires_grad_(True) for W in Ws]
     total = du.loss(du.forward(net, Wr, a, X).out, y).sum()
     auto = torch.autograd.grad(total, Wr)
@@ -137,7 +137,7 @@ def test_closed_form_loss_gradient_matches_autograd(kind, H):
 
 @pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
 def test_gram_matrices_match_per_example_autograd_gradients(kind):
-    net, Ws, a, X, y = setup(kind, seed=5, H=3)
+    net, Ws, a, X, _y = setup(kind, seed=5, H=3)
     fwd = du.forward(net, Ws, a, X)
     Gs = du.grams(fwd, du.backward(net, Ws, a, fwd))
     R, n = X.shape[:2]
@@ -158,7 +158,7 @@ def test_last_layer_gram_equals_papers_printed_closed_forms():
     """§6 / App. A: G^{(H)}_{ij} = ⟨x_i^{(H−1)}, x_j^{(H−1)}⟩ (c_σ/m) Σ_r a_r² σ'(w_rᵀx_i) σ'(w_rᵀx_j) (FC);
     App. B: the same with s²/m (ResNet); App. C: (s²/m) Σ_r [Σ_l a_{r,l} φ_l(x_i) σ'(·)]ᵀ[Σ_k a_{r,k} φ_k(x_j) σ'(·)]."""
     for kind in ("fc", "resnet", "cnn"):
-        net, Ws, a, X, y = setup(kind, seed=6, H=3)
+        net, Ws, a, X, _y = setup(kind, seed=6, H=3)
         G = du.last_layer_gram(net, Ws, a, X)
         fwd = du.forward(net, Ws, a, X)
         m, n = net.m, X.shape[1]
@@ -253,7 +253,7 @@ def test_cnn_with_one_pixel_is_the_resnet(d, m, H, seed, c_lambda):
     Ws, a = du.init(gen, 2, res, d)
     y = torch.randn(2, 3, generator=gen, dtype=F64)
     g1, f1, d1 = du.loss_gradients(res, Ws, a, X, y)
-    g2, f2, d2 = du.loss_gradients(cnn, Ws, a, X, y)
+    g2, f2, _d2 = du.loss_gradients(cnn, Ws, a, X, y)
     assert torch.equal(f1.out, f2.out)
     for u, v in zip(g1, g2):
         assert torch.equal(u, v)
@@ -279,7 +279,7 @@ def test_frobenius_search_finds_the_supremum_of_a_linear_target():
         return sum(((w - w0) * C).flatten(1).sum(1) for w, w0, C in zip(Wt, Ws, Cs))
 
     for method in ("gradient", "adversarial"):
-        best, found = maximise_frobenius(target, Ws, r, method, gen, steps=5)
+        best, _found = maximise_frobenius(target, Ws, r, method, gen, steps=5)
         torch.testing.assert_close(best, sup, rtol=1e-12, atol=0.0)
     rnd, _ = maximise_frobenius(target, Ws, r, "random", gen)
     assert torch.all(rnd < sup)
@@ -306,3 +306,15 @@ def test_every_registered_quantity_runs_and_is_finite(network):
         obs = entry.obj(_context(params, inputs=inputs, search="adversarial"))
         assert obs.value.shape == (3,) and bool(torch.isfinite(obs.value).all()), name
         assert obs.valid is None or obs.valid.shape == (3,)
+
+
+def test_initialisation_distribution():
+    """§2.2: W^{(h)}_{ij} ~ N(0, 1) (no fan-in scaling), a_r ~ unif{−1, +1}; shapes as in the paper."""
+    gen = torch.Generator().manual_seed(11)
+    X = du.as_images(unit(gen, 1, 3, 5 * 4), 5, 4)
+    net = du.make_net("cnn", X, m=64, H=3, act=k.softplus(), q=3)
+    Ws, a = du.init(gen, 50, net, 5)
+    assert [tuple(W.shape) for W in Ws] == [(50, 64, 15), (50, 64, 192), (50, 64, 192)]
+    for W in Ws:
+        assert abs(float(W.var()) - 1) < 5 * math.sqrt(2 / W.numel()) and abs(float(W.mean())) < 5 / math.sqrt(W.numel())
+    assert set(a.unique().tolist()) == {-1.0, 1.0} and abs(float(a.mean())) < 5 / math.sqrt(a.numel())

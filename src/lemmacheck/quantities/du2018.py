@@ -1,5 +1,9 @@
 """Quantities of the du2018 settings (Du, Lee, Li, Wang, Zhai 2018): three architectures, smooth activations.
 
+Perturbation suprema (Lemmas A.3/A.4, B.3/B.4, C.3/C.4) are over the paper's per-layer FROBENIUS balls
+‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R, searched by `maximise_frobenius` (random, gradient-aligned, projected ascent;
+the analogue of search.maximise, whose balls are spectral). A search only ever gives a lower estimate.
+
 Every estimator is registered once per architecture, named `<network>-<quantity>` (e.g. `du2018-fc-gram-
 least-eigenvalue-ratio`, `du2018-resnet-…`, `du2018-cnn-resnet-…`): the Context does not say which network a
 claim names, so the name carries it.
@@ -246,8 +250,9 @@ def lambda0(kind: str, ctx: Context) -> Observation:
     K, ok, kmethod = _kernels(ctx, dn, X)
     value = K.lambda0
     if ctx.arg("normalise", "none") == "depth":
-        if not dn.residual:
-            raise EstimatorError("normalise = 'depth' is for the residual architectures (s² = c_λ²λ³/H²)")
+        if not dn.residual or dn.H < 2:
+            raise EstimatorError("normalise = 'depth' is for the residual architectures with H >= 2 "
+                                 "(K^(H) carries s^2 = c_lambda^2 lambda^3 / H^2)")
         value = value * dn.H ** 2 / (dn.c_lambda ** 2 * dn.lam ** 3)
     extras = {"quadrature_change": torch.full_like(value, K.quadrature_change)}
     if dn.lam is not None:
