@@ -47,3 +47,15 @@ def claims_dir(tmp_path: Path) -> Path:
     d = tmp_path / "claims" / "toy"
     d.mkdir(parents=True)
     return d
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """Unit tests use small matrices: one BLAS thread is faster on a shared 2-core box and keeps timings
+    out of each other's way (shards already run single-threaded in the runner)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

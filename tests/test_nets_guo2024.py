@@ -226,7 +226,7 @@ def test_layer_ratio_law_both_samplers(alpha):
 
 def test_kappa_formulas_against_arccos_and_quadrature():
     """κ1, κ0 against the Cho-Saul arc-cosine kernels at α = 0 (independent formula) and against Monte Carlo
-    for α ≠ 0 (z-test, level 1e-6, 2e6 Gaussian pairs)."""
+    for α ≠ 0 (z-test, level 1e-6, 1e6 Gaussian pairs)."""
     rho = torch.linspace(-1, 1, 41, dtype=torch.float64)
     phi = torch.arccos(rho)
     relu_k1 = (torch.sin(phi) + (math.pi - phi) * torch.cos(phi)) / math.pi  # 2 E[relu(u) relu(v)]
@@ -234,7 +234,7 @@ def test_kappa_formulas_against_arccos_and_quadrature():
     torch.testing.assert_close(net.kappa0(rho, 0.0), 1 - phi / math.pi, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(net.kappa1(rho, 1 - 1e-12), rho, rtol=1e-9, atol=1e-9)  # c(1) = 0: linear
     g = torch.Generator().manual_seed(9)
-    N = 2_000_000
+    N = 1_000_000
     for alpha in (-1.0, -3.0, 0.4):
         for r in (-0.6, 0.2, 0.9):
             u = torch.randn(N, generator=g, dtype=torch.float64)

@@ -18,12 +18,18 @@ from lemmacheck.store import Store
 from lemmacheck.summary import run_json
 
 SLOW_EXTENSION = '''
-import time, torch
+import os, time, torch
 from lemmacheck.context import Observation
 from lemmacheck.registry import QUANTITIES
 
+CALLS = [0]
+
 @QUANTITIES.register("test-slow-uniform", "uniform draws, slowly (for kill/resume tests)", networks=("scalar",))
 def slow(ctx):
+    CALLS[0] += 1
+    # The kill test makes the run hang after N shards, so the kill always lands mid-run.
+    if CALLS[0] > int(os.environ.get("LEMMACHECK_TEST_HANG_AFTER", "1000000000")):
+        time.sleep(600)
     time.sleep(float(ctx.arg("sleep", 0.0)))
     return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))
 '''
@@ -102,8 +108,11 @@ def test_config_seeds_do_not_depend_on_other_configs(claims_dir):
 
 def _count_shards(db: Path) -> int:
     try:
-        with sqlite3.connect(db) as con:
+        con = sqlite3.connect(db)
+        try:
             return con.execute("SELECT count(*) FROM shards").fetchone()[0]
+        finally:
+            con.close()
     except sqlite3.OperationalError:
         return 0
 
@@ -118,14 +127,16 @@ def test_resume_after_kill_gives_the_uninterrupted_result(tmp_path):
     db = tmp_path / "killed.db"
     cmd = [sys.executable, "-m", "lemmacheck.cli", "run", str(d), "--db", str(db), "--seed", "7"]
     proc = subprocess.Popen(cmd + ["--json", str(tmp_path / "never.json")], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "LEMMACHECK_TEST_HANG_AFTER": "30"})
     deadline = time.time() + 120
-    while _count_shards(db) < 20 and time.time() < deadline:
+    while _count_shards(db) < 30 and time.time() < deadline:
         time.sleep(0.05)
+    time.sleep(0.3)  # the 31st shard is now hanging inside the estimator
     os.killpg(proc.pid, signal.SIGKILL)  # a hard kill: no cleanup code runs
     proc.wait()
     done = _count_shards(db)
-    assert 20 <= done < total, done
+    assert done == 30, done
     assert not (tmp_path / "never.json").exists()
 
     out = tmp_path / "resumed.json"

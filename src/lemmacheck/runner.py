@@ -8,6 +8,7 @@ every shard runs with one BLAS thread, so results are bit-identical whatever the
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import json
 import math
 import multiprocessing
@@ -164,6 +165,23 @@ class InProcessExecutor(Executor):
         return f
 
 
+def _drain(ex: Executor, tasks: list[ShardTask], store: Store, run_id: int,
+           progress: Callable[[str], None] | None) -> None:
+    """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
+    loses at most the shards in flight (one, in-process)."""
+    window = 1 if isinstance(ex, InProcessExecutor) else 2 * max(1, getattr(ex, "_max_workers", 1))
+    pending = iter(tasks)
+    inflight = {ex.submit(execute_shard, t) for t in itertools.islice(pending, window)}
+    while inflight:
+        done, inflight = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+        for fut in done:
+            rec = fut.result()
+            store.write_shard(run_id, rec)
+            if progress:
+                progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
+        inflight |= {ex.submit(execute_shard, t) for t in itertools.islice(pending, len(done))}
+
+
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
     return ShardTask(str(claim.source), claim.id, j, k, p.params, shard_seed(p.seed, k), p.shard_replicates(k))
 
@@ -248,12 +266,7 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in sequential) if t)
             if not waves:
                 break
-            futures = {ex.submit(execute_shard, t): t for t in waves}
-            for fut in cf.as_completed(futures):
-                rec = fut.result()
-                store.write_shard(run_id, rec)
-                if progress:
-                    progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
+            _drain(ex, waves, store, run_id, progress)
             waves = []
     except BaseException:
         if own and hasattr(ex, "shutdown"):

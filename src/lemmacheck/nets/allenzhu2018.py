@@ -103,21 +103,25 @@ def _positions_from_2(L: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def lazy_forward(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> Forward:
-    """The forward pass at random initialisation WITHOUT materialising W (exact in law), for widths far beyond m².
+    """The forward pass at random initialisation WITHOUT materialising W (exact in law): widths where R m×m
+    matrices would not fit in memory.
 
-    The paper's footnote-13 argument made constructive: keep an orthonormal basis Q of every h_{i,ℓ} W has been
-    applied to, and the images W Q. A new vector v = Q Qᵀ v + ρ q (q ⊥ Q, ||q|| = 1) has W v = (W Q)(Qᵀ v) + ρ W q,
-    and W q ~ N(0, (2/m) I) is independent of everything drawn so far, because q depends only on A and W Q. Cost
-    O(R m n L) per step instead of O(R m²). A (R, m, d_x) and B (R, d, m) are small and drawn in full (A first,
-    B last). Orthogonalisation is classical Gram-Schmidt applied twice; a residual below 1e-12 ||v|| adds a zero
+    The paper's footnote-13 argument made constructive: keep an orthonormal basis Q of the vectors W has been
+    applied to (the h_{i,ℓ}) and the images W Q. A new vector v = Q Qᵀ v + ρ q (q ⊥ Q, ||q|| = 1) has
+    W v = (W Q)(Qᵀ v) + ρ W q, and W q ~ N(0, (2/m) I) is independent of A and W Q (iid Gaussian entries: W's action
+    on orthonormal directions gives independent N(0, (2/m) I) images), while q is a function of A and W Q only.
+    Cost O(R m n L) per product with W instead of O(R m²). A (R, m, d_x) and B (R, d, m) are small and drawn in
+    full (A first, B last). Orthogonalisation is classical Gram-Schmidt applied twice; a residual below 1e-12 ||v|| adds a zero
     column (exactly the GS convention's arbitrary direction, multiplied by ρ = 0)."""
     R, n, L, dx = X.shape
     dtype = X.dtype
     s = math.sqrt(2.0 / m)
     A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * s
     AX = X @ A.transpose(-1, -2).unsqueeze(1)
-    Q = torch.zeros(R, m, 0, dtype=dtype)
-    WQ = torch.zeros(R, m, 0, dtype=dtype)
+    K = n * max(L - 1, 0)  # W is applied to h_{i,ℓ} for ℓ = 1..L-1 only
+    Q = torch.zeros(R, K, m, dtype=dtype)  # rows: the orthonormal directions q_k
+    WQ = torch.zeros(R, K, m, dtype=dtype)  # rows: W q_k
+    k = 0
     h = torch.zeros(R, n, m, dtype=dtype)
     hs, gs = [h], [torch.zeros_like(h)]
     for l in range(L):
@@ -125,18 +129,20 @@ def lazy_forward(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> F
         if l > 0:  # h_{i,0} = 0 needs no W
             for i in range(n):
                 v = h[:, i]
-                c = (v.unsqueeze(-2) @ Q).squeeze(-2)
-                r = v - (Q @ c.unsqueeze(-1)).squeeze(-1)
-                c2 = (r.unsqueeze(-2) @ Q).squeeze(-2)
-                r = r - (Q @ c2.unsqueeze(-1)).squeeze(-1)
+                Qk, WQk = Q[:, :k], WQ[:, :k]
+                c = (Qk @ v.unsqueeze(-1)).squeeze(-1)
+                r = v - (c.unsqueeze(-2) @ Qk).squeeze(-2)
+                c2 = (Qk @ r.unsqueeze(-1)).squeeze(-1)
+                r = r - (c2.unsqueeze(-2) @ Qk).squeeze(-2)
                 c = c + c2
                 rho = r.norm(dim=-1, keepdim=True)
                 keep = rho > 1e-12 * v.norm(dim=-1, keepdim=True)
-                q = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
+                rho = torch.where(keep, rho, torch.zeros_like(rho))
                 w = torch.randn(R, m, generator=gen, dtype=dtype) * s
-                Wh[:, i] = (WQ @ c.unsqueeze(-1)).squeeze(-1) + torch.where(keep, rho, torch.zeros_like(rho)) * w
-                Q = torch.cat([Q, q.unsqueeze(-1)], dim=-1)
-                WQ = torch.cat([WQ, (w * keep).unsqueeze(-1)], dim=-1)
+                Wh[:, i] = (c.unsqueeze(-2) @ WQk).squeeze(-2) + rho * w
+                Q[:, k] = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
+                WQ[:, k] = w * keep
+                k += 1
         g = Wh + AX[:, :, l]
         h = torch.relu(g)
         gs.append(g)

@@ -149,8 +149,10 @@ def segment_spectral_norm(ctx: Context) -> Observation:
     if not _perturbed(ctx):
         with torch.no_grad():
             return Observation(target([W]), method="exact-svd at initialisation")
-    value, found = maximise(target, [W], _radius(ctx), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 10)))
-    return Observation(value, extras={"found_by": found}, method=f"exact-svd; search={ctx.search}")
+    # With W~ kept, the target depends on W' only through the (piecewise constant) patterns: no gradient.
+    search = "random" if variant == "patterns" else ctx.search
+    value, found = maximise(target, [W], _radius(ctx), search, ctx.generator, steps=int(ctx.arg("steps", 10)))
+    return Observation(value, extras={"found_by": found}, method=f"exact-svd; search={search}")
 
 
 @QUANTITIES.register("rnn-backward-sparse-sup", "max over i, L >= l2 >= l1 >= 1 of sup over unit k-sparse y (k = "
@@ -242,7 +244,7 @@ def _change(which: str, f0: net.Forward, f: net.Forward) -> torch.Tensor:
     elif which == "count":  # ||D'_{i,ℓ}||_0 (Lemma C.2 (b))
         v = ((f.g >= 0) != (f0.g >= 0)).sum(-1).to(f.g.dtype)
     else:
-        raise EstimatorError(f"args.which = {which!r}: one of h, g, dg")
+        raise EstimatorError(f"args.which = {which!r}: one of h, g, dg, count")
     return v[:, :, 1:].amax(dim=(-1, -2))
 
 
@@ -254,6 +256,8 @@ def forward_perturbation(ctx: Context) -> Observation:
     with torch.no_grad():
         f0 = net.forward(W, A, B, X)
     which = ctx.arg("which", "h")
+    if which not in ("h", "g", "dg"):
+        raise EstimatorError(f"args.which = {which!r}: one of h, g, dg (flip counts: rnn-pattern-changes)")
     value, found = maximise(lambda Ws: _change(which, f0, net.forward(Ws[0], A, B, X)), [W], _radius(ctx),
                             ctx.search, ctx.generator, steps=int(ctx.arg("steps", 20)))
     return Observation(value, extras={"found_by": found}, method=f"search={ctx.search}")
