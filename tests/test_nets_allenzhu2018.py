@@ -23,15 +23,6 @@ LEVEL = 1e-6
 Z = stats.norm.isf(LEVEL / 2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One BLAS thread: batched SVD/QR under oversubscription is pathologically slow, results are unchanged."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _setup(R=2, n=3, L=4, dx=4, m=7, d=2, seed=0, tail="random"):
     g = torch.Generator().manual_seed(seed)
     W, A, B = net.init(g, R, m, dx, d)

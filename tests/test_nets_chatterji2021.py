@@ -15,14 +15,6 @@ from lemmacheck.nets import chatterji2021 as ch
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def setup(seed: int = 0, R: int = 2, n: int = 4, p: int = 5, L: int = 3, act: str = "huberized-relu",
           h: float = 0.2, scale: float = 1.0):
     gen = torch.Generator().manual_seed(seed)

@@ -15,15 +15,6 @@ from lemmacheck.nets import du2018 as du
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    """One BLAS thread (as the runner uses per shard): tiny matrices run ~10x faster on a shared 2-core box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def unit(gen: torch.Generator, *shape: int) -> torch.Tensor:
     x = torch.randn(*shape, generator=gen, dtype=F64)
     return x / x.norm(dim=-1, keepdim=True)

@@ -22,15 +22,6 @@ LEVEL = 1e-6  # two-sided false-alarm rate of each statistical test with an exac
 Z = stats.norm.isf(LEVEL / 2)  # 4.89
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One BLAS thread: batched SVDs under oversubscription are pathologically slow, results are unchanged."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _unit(x):
     return x / x.norm(dim=-1, keepdim=True)
 

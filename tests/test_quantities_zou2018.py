@@ -419,7 +419,7 @@ def test_gradient_carrying_node_norms_and_count():
     p = {"m": 32, "L": 2, "n": 3, "d": 4, "phi": 0.1, "t": 1e-9}
     v = est("gradient-carrying-node-count", ctx(p, R=4, seed=27, inputs={"kind": "unit-sphere", "n": "n", "d": "d",
                                                                           "separation": "phi"}))
-    _, xs, zs = _replay(p, 27, R=4)
+    _, _, zs = _replay(p, 27, R=4)
     assert (v.value <= (zs[-1] > 0).sum(-1).amin(-1)).all()
 
 
