@@ -48,6 +48,7 @@ class Context:
     args: dict[str, Any] = field(default_factory=dict)
     inputs_spec: dict[str, Any] = field(default_factory=dict)
     search: str = "none"
+    network: str = ""  # the claim's setting, so one estimator can serve several architectures of a paper
 
     def p(self, name: str, default: float | None = None) -> float:
         if name in self.params:
@@ -71,9 +72,11 @@ class Context:
         kwargs: dict[str, Any] = {}
         for k, v in spec.items():
             kwargs[k] = parse(v, set(self.params)).evaluate(self.params) if fields.get(k) == "expr" else v
-        if "n" not in kwargs:
+        # Conventional defaults only for generators that declare the option: in some settings `d` is the
+        # output dimension, and silently feeding it to a generator as the input dimension would be wrong.
+        if "n" in fields and "n" not in kwargs:
             kwargs["n"] = self.i("n", 1)
-        if "d" not in kwargs:
+        if "d" in fields and "d" not in kwargs:
             kwargs["d"] = self.i("d")
         return entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
 

@@ -130,7 +130,7 @@ def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(task.seed)
     ctx = Context(claim.id, dict(task.params), task.replicates, gen, DTYPES[chk.dtype], torch.device(device),
-                  dict(chk.args), dict(claim.inputs), chk.search)
+                  dict(chk.args), dict(claim.inputs), chk.search, claim.network)
     t0 = time.perf_counter()
     try:
         obs = QUANTITIES.get(chk.quantity).obj(ctx)
