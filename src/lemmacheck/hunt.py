@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .claims import Claim, config_values
-from .runner import ShardTask, _strategy, config_seed, execute_shard, shard_seed
-from .verdicts import _violates, slack
+from .runner import ShardTask, config_seed, execute_shard, param_strategy, shard_seed
+from .verdicts import slack, violates
 
 
 @dataclass
@@ -51,7 +51,7 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
     bound = chk.bound.evaluate({**chk.regime_constants, **params})
     sl = slack(chk.relation, vals, bound) if len(vals) else np.array([math.inf])
     in_regime = True if chk.requires is None else chk.requires.holds(config_values(claim, params))
-    return Probe(dict(params), seed, float(np.nanmin(sl)), int(_violates(chk.relation, vals, bound).sum()), in_regime)
+    return Probe(dict(params), seed, float(np.nanmin(sl)), int(violates(chk.relation, vals, bound).sum()), in_regime)
 
 
 def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0,
@@ -64,7 +64,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     if claim.check is None:
         raise ValueError(f"{claim.id} is infeasible: nothing to hunt")
     result = HuntResult(claim.id, examples)
-    strat = st.fixed_dictionaries({k: _strategy(p) for k, p in claim.params.items()})
+    strat = st.fixed_dictionaries({k: param_strategy(p) for k, p in claim.params.items()})
     deterministic = claim.mode == "deterministic"
     seen: dict[str, Probe] = {}
 

@@ -30,7 +30,7 @@ from .errors import EstimatorError
 from .registry import QUANTITIES
 from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence
 from .store import ShardRecord, Store
-from .verdicts import ClaimResult, _violates, claim_result, config_result
+from .verdicts import ClaimResult, claim_result, config_result, violates
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def shard_seed(cfg_seed: int, shard_index: int) -> int:
     return int(child.generate_state(1, dtype=np.uint64)[0])
 
 
-def _strategy(p: Param):
+def param_strategy(p: Param):
     from hypothesis import strategies as st
 
     if p.values is not None:
@@ -98,7 +98,7 @@ def explore_configs(claim: Claim, count: int, seed: int) -> list[dict[str, float
     if count <= 0:
         return []
     out: list[dict[str, float]] = []
-    strat = st.fixed_dictionaries({k: _strategy(p) for k, p in claim.params.items()})
+    strat = st.fixed_dictionaries({k: param_strategy(p) for k, p in claim.params.items()})
 
     @hseed(seed)
     @settings(max_examples=count, database=None, deadline=None, derandomize=False,
@@ -197,7 +197,7 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
         value = np.concatenate([s.value for s in shards])
         ok = np.concatenate([s.valid for s in shards]) & np.isfinite(value)
         bound = chk.bound.evaluate(p.params)
-        k = int(_violates(chk.relation, value[ok], bound).sum())
+        k = int(violates(chk.relation, value[ok], bound).sum())
         lo, hi = bernoulli_confidence_sequence(k, int(ok.sum()), DEFAULT_ALPHA)
         delta = claim.delta(p.params)
         if lo > delta or hi < delta:

@@ -79,7 +79,7 @@ class ClaimResult:
         return self.verdict == self.claim.expect and not any(c.errors for c in self.configs)
 
 
-def _violates(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
+def violates(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
     tol = COMPARISON_RTOL * abs(bound)
     if relation == "<=":
         return value > bound + tol
@@ -118,7 +118,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     ok = valid & finite
     v = value[ok]
     n = int(ok.sum())
-    viol = _violates(chk.relation, v, bound)
+    viol = violates(chk.relation, v, bound)
     k = int(viol.sum())
     interval = bernoulli_confidence_sequence if anytime else clopper_pearson
     ci = interval(k, n, alpha) if n else (0.0, 1.0)
