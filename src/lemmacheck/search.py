@@ -1,4 +1,5 @@
-"""How "for all" is approached: perturbation searches within the per-layer spectral ball ||Δ_l||_2 ≤ τ.
+"""How "for all" is approached: perturbation searches within per-layer balls ||Δ_l|| ≤ τ, in spectral norm
+(zou2018, guo2024, allenzhu2018) or Frobenius norm (du2018's ||W(k) − W(0)||_F ≤ √m R).
 
 A search returns the largest value of a target it found: a lower estimate of the supremum. It can refute
 an upper bound on the supremum, never prove it; claims name the search they used and reports repeat it.
@@ -6,7 +7,7 @@ an upper bound on the supremum, never prove it; claims name the search they used
     random       Δ_l = τ G_l / ||G_l||_2 with G_l Gaussian (catalogue P0)
     gradient     Δ_l = τ g_l / ||g_l||_2 with g_l = ∂target/∂W_l at W: the linearised worst direction
     adversarial  projected gradient ascent on the target from the best of the above, projecting every
-                 step back onto the ball by clipping singular values (catalogue P2)
+                 step back onto the ball (clipping singular values, or rescaling for Frobenius balls)
 """
 
 from __future__ import annotations
@@ -27,21 +28,38 @@ def _scale_to(D: torch.Tensor, tau: float) -> torch.Tensor:
     return D * (tau / norm.clamp_min(1e-300)).reshape(-1, 1, 1)
 
 
+def _fro_scale(D: torch.Tensor, radius: float) -> torch.Tensor:
+    return D * (radius / D.flatten(1).norm(dim=1).clamp_min(1e-300)).reshape(-1, 1, 1)
+
+
+def _fro_project(D: torch.Tensor, radius: float) -> torch.Tensor:
+    nrm = D.flatten(1).norm(dim=1).reshape(-1, 1, 1)
+    return D * torch.clamp(radius / nrm.clamp_min(1e-300), max=1.0)
+
+
+# norm -> (scale a direction onto the sphere, project onto the ball)
+BALLS = {"spectral": (_scale_to, clip_spectral), "frobenius": (_fro_scale, _fro_project)}
+
+
 def random_perturbation(gen: torch.Generator, Ws: list[torch.Tensor], tau: float) -> list[torch.Tensor]:
     return [_scale_to(torch.randn(W.shape, generator=gen, dtype=W.dtype), tau) for W in Ws]
 
 
 def _grad(target: Target, Ws: list[torch.Tensor], Ds: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     Ds = [D.detach().requires_grad_(True) for D in Ds]
-    val = target([W + D for W, D in zip(Ws, Ds)])
-    grads = torch.autograd.grad(val.sum(), Ds, allow_unused=True)
+    with torch.enable_grad():
+        val = target([W + D for W, D in zip(Ws, Ds)])
+        grads = torch.autograd.grad(val.sum(), Ds, allow_unused=True)
     return val.detach(), [torch.zeros_like(D) if g is None else g for D, g in zip(Ds, grads)]
 
 
 def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, gen: torch.Generator,
-             *, steps: int = 30, restarts: int = 1, lr: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
-    """Largest target value found within the ball, per replicate; also returns which search found it
-    (0 = random, 1 = gradient, 2 = adversarial), so reports can say what refuted a bound."""
+             *, steps: int = 30, restarts: int = 1, lr: float = 0.3,
+             norm: str = "spectral") -> tuple[torch.Tensor, torch.Tensor]:
+    """Largest target value found within the per-layer ball of radius tau in `norm` ("spectral" or
+    "frobenius"), per replicate; also returns which search found it (0 = random, 1 = gradient,
+    2 = adversarial), so reports can say what refuted a bound."""
+    scale, project = BALLS[norm]
     level = SEARCH_ORDER[method]
     if level == 0:
         with torch.no_grad():
@@ -50,7 +68,7 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
     found = torch.zeros_like(best)
     starts: list[list[torch.Tensor]] = []
     for _ in range(restarts):
-        Ds = random_perturbation(gen, Ws, tau)
+        Ds = [scale(torch.randn(W.shape, generator=gen, dtype=W.dtype), tau) for W in Ws]
         with torch.no_grad():
             val = target([W + D for W, D in zip(Ws, Ds)])
         better = val > best
@@ -59,7 +77,7 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
     if level >= 2:
         zero = [torch.zeros_like(W) for W in Ws]
         _, g = _grad(target, Ws, zero)
-        Ds = [_scale_to(gi + 1e-30 * torch.randn(gi.shape, generator=gen, dtype=gi.dtype), tau) for gi in g]
+        Ds = [scale(gi + 1e-30 * torch.randn(gi.shape, generator=gen, dtype=gi.dtype), tau) for gi in g]
         with torch.no_grad():
             val = target([W + D for W, D in zip(Ws, Ds)])
         better = val > best
@@ -74,7 +92,7 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
                 best = torch.where(better, val, best)
                 found = torch.where(better, torch.full_like(found, 2), found)
                 # Normalised ascent step, then projection back onto the spectral ball.
-                Ds = [clip_spectral(D + lr * tau * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1), tau)
+                Ds = [project(D + lr * tau * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1), tau)
                       for D, gi in zip(Ds, g)]
             with torch.no_grad():
                 val = target([W + D for W, D in zip(Ws, Ds)])

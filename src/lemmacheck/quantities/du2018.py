@@ -1,7 +1,7 @@
 """Quantities of the du2018 settings (Du, Lee, Li, Wang, Zhai 2018): three architectures, smooth activations.
 
 Perturbation suprema (Lemmas A.3/A.4, B.3/B.4, C.3/C.4) are over the paper's per-layer FROBENIUS balls
-‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R, searched by `maximise_frobenius` (random, gradient-aligned, projected ascent;
+‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R, searched by `search.maximise(..., norm="frobenius")` (random, gradient-aligned, projected ascent;
 the analogue of search.maximise, whose balls are spectral). A search only ever gives a lower estimate.
 
 Every estimator is registered once per architecture, named `<network>-<quantity>` (e.g. `du2018-fc-gram-
@@ -34,6 +34,7 @@ from ..errors import EstimatorError
 from ..linalg import spectral_norm
 from ..nets import du2018 as net
 from ..registry import QUANTITIES
+from ..search import maximise
 
 ARCHS = ((net.FC, "fc"), (net.RESNET, "resnet"), (net.CNN, "cnn"))
 # Gauss–Hermite nodes for λ₀, re-checked with twice as many: softplus, sigmoid, Swish and GELU converge to
@@ -90,66 +91,6 @@ def _c_w0(Ws: list[torch.Tensor], m: int) -> torch.Tensor:
 def _geometric(alpha: torch.Tensor, h: int) -> torch.Tensor:
     """g_α(h) = Σ_{i=0}^{h−1} α^i."""
     return sum(alpha ** i for i in range(h))  # type: ignore[return-value]
-
-
-# ------------------------------------------------------------------------- Frobenius-ball perturbation search
-
-SEARCH_LEVEL = {"none": 0, "exact": 0, "random": 1, "gradient": 2, "adversarial": 3, "exhaustive": 3}
-
-
-def _fro_scale(D: torch.Tensor, radius: float) -> torch.Tensor:
-    return D * (radius / D.flatten(1).norm(dim=1).clamp_min(1e-300)).reshape(-1, 1, 1)
-
-
-def _fro_project(D: torch.Tensor, radius: float) -> torch.Tensor:
-    nrm = D.flatten(1).norm(dim=1).reshape(-1, 1, 1)
-    return D * torch.clamp(radius / nrm.clamp_min(1e-300), max=1.0)
-
-
-def maximise_frobenius(target: Callable[[list[torch.Tensor]], torch.Tensor], Ws: list[torch.Tensor],
-                       radius: float, method: str, gen: torch.Generator, *, steps: int = 20,
-                       lr: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
-    """Largest target found over per-layer Frobenius balls ‖Δ^{(h)}‖_F ≤ radius (Du et al.'s
-    ‖W^{(h)}(k) − W^{(h)}(0)‖_F ≤ √m R): a lower estimate of the supremum, like search.maximise (which uses
-    spectral balls). Returns (best, found_by) with 0 = random, 1 = gradient-aligned, 2 = projected ascent."""
-    level = SEARCH_LEVEL[method]
-    if level == 0:
-        with torch.no_grad():
-            return target(Ws), torch.zeros(Ws[0].shape[0])
-
-    def grad_at(Ds: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        Ds = [D.detach().requires_grad_(True) for D in Ds]
-        with torch.enable_grad():
-            val = target([W + D for W, D in zip(Ws, Ds)])
-            gs = torch.autograd.grad(val.sum(), Ds, allow_unused=True)
-        return val.detach(), [torch.zeros_like(D) if g is None else g for D, g in zip(Ds, gs)]
-
-    Ds = [_fro_scale(torch.randn(W.shape, generator=gen, dtype=W.dtype), radius) for W in Ws]
-    with torch.no_grad():
-        best = target([W + D for W, D in zip(Ws, Ds)])
-    found = torch.zeros_like(best)
-    starts = [Ds]
-    if level >= 2:
-        _, g = grad_at([torch.zeros_like(W) for W in Ws])
-        Dg = [_fro_scale(gi + 1e-30 * torch.randn(gi.shape, generator=gen, dtype=gi.dtype), radius) for gi in g]
-        with torch.no_grad():
-            val = target([W + D for W, D in zip(Ws, Dg)])
-        better = val > best
-        best, found = torch.where(better, val, best), torch.where(better, torch.ones_like(found), found)
-        starts.append(Dg)
-    if level >= 3:
-        for Ds in starts:
-            for _ in range(steps):
-                val, g = grad_at(Ds)
-                better = val > best
-                best, found = torch.where(better, val, best), torch.where(better, torch.full_like(found, 2), found)
-                Ds = [_fro_project(D + lr * radius * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300)
-                                   .reshape(-1, 1, 1), radius) for D, gi in zip(Ds, g)]
-            with torch.no_grad():
-                val = target([W + D for W, D in zip(Ws, Ds)])
-            better = val > best
-            best, found = torch.where(better, val, best), torch.where(better, torch.full_like(found, 2), found)
-    return best, found
 
 
 # ----------------------------------------------------------------------------------------- estimators
@@ -271,8 +212,8 @@ def gram_drift(kind: str, ctx: Context) -> Observation:
     def target(Wt: list[torch.Tensor]) -> torch.Tensor:
         return torch.linalg.matrix_norm(net.last_layer_gram(dn, Wt, a, X) - G0, ord=2)
 
-    value, found = maximise_frobenius(target, Ws, math.sqrt(dn.m) * ctx.p("R"), ctx.search, ctx.generator,
-                                      steps=int(ctx.arg("steps", 20)))
+    value, found = maximise(target, Ws, math.sqrt(dn.m) * ctx.p("R"), ctx.search, ctx.generator,
+                            steps=int(ctx.arg("steps", 20)), norm="frobenius")
     extras = {"found_by": found}
     valid = None
     method = f"search={ctx.search} (Frobenius balls)"
@@ -324,8 +265,8 @@ def forward_perturbation_ratio(kind: str, ctx: Context) -> Observation:
         return torch.stack([(x - b).flatten(-2).norm(dim=-1).amax(-1) / bd
                             for x, b, bd in zip(xs, base, bounds)], -1).amax(-1)
 
-    value, found = maximise_frobenius(target, Ws, math.sqrt(dn.m) * R, ctx.search, ctx.generator,
-                                      steps=int(ctx.arg("steps", 20)))
+    value, found = maximise(target, Ws, math.sqrt(dn.m) * R, ctx.search, ctx.generator,
+                            steps=int(ctx.arg("steps", 20)), norm="frobenius")
     return Observation(value, valid=R <= c_w0, extras={"found_by": found, "c_w0": c_w0, "c_x0": c_x0},
                        method=f"search={ctx.search} (Frobenius balls); exact SVD for c_w0")
 
