@@ -17,7 +17,7 @@ from lemmacheck.context import Context
 from lemmacheck.inputs import min_separation
 from lemmacheck.nets import allenzhu2018 as net
 from lemmacheck.quantities import allenzhu2018 as q
-from lemmacheck.quantities.guo2024 import greedy_flip_vector
+from lemmacheck.search import greedy_flip_vector
 
 LEVEL = 1e-6
 Z = stats.norm.isf(LEVEL / 2)

@@ -100,3 +100,16 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
             best = torch.where(better, val, best)
             found = torch.where(better, torch.full_like(found, 2), found)
     return best, found
+
+
+def greedy_flip_vector(g: torch.Tensor, scale: torch.Tensor, budget: float, margin: float = 1e-9) -> torch.Tensor:
+    """Exact greedy sign-flip adversary (guo2024 catalogue D6, zou2018 P1): u with ||u|| <= 1 such that g + budget·scale·u changes the sign (≥ 0 vs < 0) of as
+    many coordinates of g as possible: the |g_j| are spent in increasing order while Σ u_j² ≤ 1.
+    g (..., m), scale (...,) > 0 the factor by which u reaches g (||h_{l-1}|| for W' = budget·u ĥᵀ)."""
+    need = g.abs() * (1 + margin) / (budget * scale.unsqueeze(-1)).clamp_min(1e-300)
+    need = torch.where(g >= 0, need + 1e-300, need)  # g_j ≥ 0 must go strictly below 0
+    order = need.argsort(dim=-1)
+    sorted_need = need.gather(-1, order)
+    fits = (sorted_need ** 2).cumsum(-1) <= 1.0
+    mag = torch.zeros_like(g).scatter(-1, order, sorted_need * fits)
+    return torch.where(g >= 0, -mag, mag)

@@ -20,8 +20,7 @@ from ..expressions import parse
 from ..linalg import top_s_norm
 from ..nets import allenzhu2018 as net
 from ..registry import QUANTITIES
-from ..search import SEARCH_ORDER, maximise, random_perturbation
-from .guo2024 import greedy_flip_vector
+from ..search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
 
 NET = (net.NAME,)
 

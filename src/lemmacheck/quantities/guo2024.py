@@ -17,7 +17,7 @@ from ..context import Context, Observation
 from ..errors import EstimatorError
 from ..nets import guo2024 as net
 from ..registry import QUANTITIES
-from ..search import SEARCH_ORDER, maximise, random_perturbation
+from ..search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
 
 NET = (net.NAME,)
 
@@ -306,19 +306,6 @@ def forward_perturbation(ctx: Context) -> Observation:
     value, found = maximise(lambda Wt: _forward_change(which, fwd0, net.forward(A, Wt, B, X, alpha)), Ws,
                             ctx.p("omega"), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 20)))
     return Observation(value, extras={"found_by": found}, method=f"search={ctx.search}")
-
-
-def greedy_flip_vector(g: torch.Tensor, scale: torch.Tensor, budget: float, margin: float = 1e-9) -> torch.Tensor:
-    """The catalogue's D6 adversary: u with ||u|| <= 1 such that g + budget·scale·u changes the sign (≥ 0 vs < 0) of as
-    many coordinates of g as possible: the |g_j| are spent in increasing order while Σ u_j² ≤ 1.
-    g (..., m), scale (...,) > 0 the factor by which u reaches g (||h_{l-1}|| for W' = budget·u ĥᵀ)."""
-    need = g.abs() * (1 + margin) / (budget * scale.unsqueeze(-1)).clamp_min(1e-300)
-    need = torch.where(g >= 0, need + 1e-300, need)  # g_j ≥ 0 must go strictly below 0
-    order = need.argsort(dim=-1)
-    sorted_need = need.gather(-1, order)
-    fits = (sorted_need ** 2).cumsum(-1) <= 1.0
-    mag = torch.zeros_like(g).scatter(-1, order, sorted_need * fits)
-    return torch.where(g >= 0, -mag, mag)
 
 
 def _pattern_stat(stat: str, fwd0: net.Forward, fwd: net.Forward) -> torch.Tensor:
