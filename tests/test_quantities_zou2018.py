@@ -547,3 +547,29 @@ def test_li_liang_exact_probability_against_monte_carlo():
             h = (act * A[r, k]) @ Z[r]
             p = (h.norm(dim=-1) >= 0.4).double().mean().item()
             assert abs(p - exact[r, k].item()) / math.sqrt(max(p * (1 - p), 1e-6) / 200000) < Z6
+
+
+def test_output_magnitude_quantile_mode_matches_replay():
+    """args.quantile_draws = K: per dataset, the (1 - delta) quantile of max_i |yhat_i| over K initialisations; the
+    streaming last-layer sampler consumes the same draws as conditional_forward."""
+    p = {"m": 8, "L": 2, "n": 2, "d": 3, "delta": 0.1}
+    out = est("max-output-magnitude", ctx(p, R=3, seed=36, args={"quantile_draws": 50})).value
+    c = ctx(p, R=3, seed=36)
+    X = c.inputs()
+    ref = []
+    for r in range(3):
+        xs, _ = net.conditional_forward(c.generator, X[r:r + 1].expand(50, -1, -1), zq._dims(c))
+        ref.append((xs[-1] @ net.output_vector(8)).abs().amax(-1))
+    torch.testing.assert_close(out, torch.quantile(torch.stack(ref), 0.9, dim=-1))
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    Xs = unit(g1, 4, 3, 5)
+    g2.manual_seed(5)
+    _ = unit(g2, 4, 3, 5)
+    torch.testing.assert_close(net.conditional_last_layer(g1, Xs, [5, 7, 6]), net.conditional_forward(g2, Xs, [5, 7, 6])[0][-1])
+
+
+def test_zero_error_margin_strict_hypothesis_never_refuted():
+    for loss in (0, 1):
+        for n in (1, 4):
+            o = est("zero-error-margin", ctx({"n": n, "loss": loss}, R=3000, seed=37, args={"strict": True}))
+            assert o.valid.sum() > 50 and (o.value[o.valid] > 0).all()

@@ -182,3 +182,15 @@ def per_sample_gradient_norms(Ws: list[torch.Tensor], fwd: Forward,
                               bs: list[torch.Tensor]) -> list[torch.Tensor]:
     """||∇_{W_l} f(x_i)||_F = ||x_{l-1,i}|| ||b_{l,i}|| (rank one, so also the spectral norm), (R, n) per l."""
     return [x.norm(dim=-1) * b.norm(dim=-1) for x, b in zip(fwd.x[:-1], bs)]
+
+
+def conditional_last_layer(gen: torch.Generator, X: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """x_L only, by the same exact construction as `conditional_forward` (same random draws, same order), keeping one
+    layer in memory at a time: for estimators that need many fresh initialisations of a deep network."""
+    h = X
+    for m_l in dims[1:]:
+        G = h @ h.transpose(-1, -2)
+        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
+        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
+        h = torch.relu(A @ E)
+    return h

@@ -241,7 +241,8 @@ def zero_error_margin(ctx: Context) -> Observation:
                         torch.randn(R, generator=g, dtype=torch.float64) * log_uniform(ctx, 1e-9, 1.0, R))
     marg = torch.cat([first.unsqueeze(-1), rest[:, 1:]], -1)
     excess = _loss_minus_loss_at_zero(marg[:, 0], kind) + loss(marg[:, 1:]).sum(-1)  # n (L_S - l(0)/n)
-    return Observation(marg.amin(-1), valid=excess <= 0, extras={"n_times_excess": excess},
+    valid = excess < 0 if ctx.arg("strict", False) else excess <= 0  # args.strict: the hypothesis L_S < l(0)/n
+    return Observation(marg.amin(-1), valid=valid, extras={"n_times_excess": excess},
                        method="boundary-seeking margin vectors; hypothesis decided without cancellation")
 
 
