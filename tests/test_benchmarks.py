@@ -8,7 +8,10 @@ import math
 
 import pytest
 import torch
+from references import dense_gradient_descent
 
+from lemmacheck import kernels
+from lemmacheck.nets import du2018
 from lemmacheck.nets import zou2018 as net
 
 
@@ -69,3 +72,18 @@ def test_bench_loss_gradients(benchmark, impl):
     ref = _autograd_grads(Ws, X, y)
     for a, b in zip(grads, ref):
         assert math.isclose(a.norm().item(), b.norm().item(), rel_tol=1e-10)
+
+
+@pytest.mark.benchmark(group="du2018 ResNet GD, 10 steps, m=512 H=4 n=4 R=8")
+@pytest.mark.parametrize("impl", ["dense-textbook", "factored-in-place"])
+def test_bench_du2018_gradient_descent(benchmark, impl):
+    X = du2018.as_images(_inputs(8, 4, 8, seed=4))
+    dn = du2018.make_net("resnet", X, m=512, H=4, act=kernels.get_activation("softplus"))
+    Ws, a = du2018.init(torch.Generator().manual_seed(5), 8, dn, X.shape[2])
+    y = torch.ones(8, 4, dtype=torch.float64)
+    if impl == "dense-textbook":
+        loss = benchmark(lambda: dense_gradient_descent(dn, Ws, a, X, y, 0.1, 10)["loss"])
+    else:
+        loss = benchmark(lambda: du2018.gradient_descent(dn, Ws, a, X, y, 0.1, 10, track_movement=False).loss)
+    torch.testing.assert_close(loss, dense_gradient_descent(dn, Ws, a, X, y, 0.1, 10)["loss"], rtol=1e-10,
+                               atol=0)

@@ -44,8 +44,6 @@ def test_run_json_contract_and_exit_codes(tmp_path, claims_dir, capsys):
     # A verdict that differs from the recorded expectation exits non-zero.
     (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace("B = 100.0 }, { m = 64, L = 2, B = 100.0 }",
                                                              "B = 0.5 }, { m = 64, L = 2, B = 0.5 }"))
-    from lemmacheck.claims import load_claim
-    load_claim.cache_clear()
     assert main(["run", str(claims_dir), "--db", str(tmp_path / "r2.db")]) == 1
 
 

@@ -9,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import NORM_CLAIM
-from lemmacheck.claims import load_claims
-from lemmacheck.runner import config_seed, evaluate, plan, run_claims
+from lemmacheck.claims import load_claims, snapshot
+from lemmacheck.errors import ClaimError
+from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
 from lemmacheck.store import Store
 from lemmacheck.summary import run_json
 
@@ -148,6 +150,33 @@ def test_resume_after_kill_gives_the_uninterrupted_result(tmp_path):
                          str(ref)], capture_output=True, text=True, timeout=300, check=False)
     assert r2.returncode == 0, r2.stderr
     assert _stable(json.loads(out.read_text())) == _stable(json.loads(ref.read_text()))
+
+
+def test_resume_refuses_a_claim_file_changed_since_the_run_started(tmp_path, claims_dir):
+    """Shards drawn under the old definition must not be pooled with new ones under one verdict."""
+    path = claims_dir / "norm.toml"
+    path.write_text(NORM_CLAIM)
+    store = Store(tmp_path / "r.db")
+    claim = load_claims([claims_dir])[0][0]
+    run_id = store.begin_run(0, "quick", {}, "cpu", [str(claims_dir)])  # a run that never finished
+    store.record_plan(run_id, claim.id, str(path), snapshot(claim), [])
+    store.record_plan(run_id, claim.id, str(path), snapshot(claim), [])  # same file: idempotent
+    path.write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "1.01*B"'))
+    changed = load_claims([claims_dir])[0][0]
+    with pytest.raises(ClaimError, match=r"norm.toml: field 'check': changed since run 1 .*without --resume"):
+        run_claims([changed], store, resume=True, paths=[str(claims_dir)])
+
+
+def test_workers_run_the_recorded_definition_not_the_file_as_edited_later(claims_dir):
+    path = claims_dir / "norm.toml"
+    path.write_text(NORM_CLAIM)
+    claim = load_claims([claims_dir])[0][0]
+    p = plan(claim, "quick", 0)[0]
+    task = ShardTask(str(path), snapshot(claim), claim.id, 0, 0, p.params, shard_seed(p.seed, 0), 4)
+    before = execute_shard(task)
+    path.write_text("this is not TOML any more")
+    after = execute_shard(task)
+    assert after.error is None and np.array_equal(before.value, after.value)
 
 
 EARLY = SLOW_CLAIM.replace("args = { sleep = 0.02 }", "args = { sleep = 0.0 }") \

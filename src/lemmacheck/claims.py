@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
 import sys
 import tomllib
@@ -399,9 +400,8 @@ def load_extension(folder: Path) -> None:
     spec.loader.exec_module(module)
 
 
-@cache
 def load_claim(path: str | Path) -> Claim:
-    """Load and validate one claim file (cached: worker processes load each file once)."""
+    """Load and validate one claim file, read afresh on every call (an edited file is never served stale)."""
     path = Path(path)
     load_extension(path.parent)
     try:
@@ -412,6 +412,20 @@ def load_claim(path: str | Path) -> Claim:
     except OSError as exc:
         raise ClaimError(path, "<file>", f"cannot read: {exc}") from None
     return parse_claim(raw, path)
+
+
+def snapshot(claim: Claim) -> str:
+    """The claim as run: canonical JSON of its file's contents, stored with the run and sent to workers."""
+    return json.dumps(claim.raw, sort_keys=True, default=str)
+
+
+@cache
+def claim_from_snapshot(source: str, text: str) -> Claim:
+    """Rebuild a claim from its `snapshot` (cached: a worker parses each definition once). Workers run what
+    the run recorded, even if the file is edited while the run is going."""
+    path = Path(source)
+    load_extension(path.parent)
+    return parse_claim(json.loads(text), path)
 
 
 def claim_files(paths: list[str | Path]) -> list[Path]:

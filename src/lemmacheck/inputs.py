@@ -38,6 +38,27 @@ def min_separation(X: torch.Tensor) -> torch.Tensor:
 def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: float = 0.0,
                 geometry: str = "random", dtype: torch.dtype = torch.float64) -> torch.Tensor:
     n, d = int(n), int(d)
+    X = _place(gen, R, n, d, separation, geometry, dtype)
+    if separation > 0 and n >= 2:
+        # Replicates whose points came out closer than the separation are redrawn whole, in the same
+        # geometry (the other replicates keep their draws), until every dataset meets it.
+        bad = min_separation(X) < separation * (1 - 1e-9)
+        tries = 0
+        while bool(bad.any()) and tries <= 100:
+            X[bad] = _place(gen, int(bad.sum()), n, d, separation, geometry, dtype)
+            bad = min_separation(X) < separation
+            tries += 1
+        if bool((min_separation(X) < separation * (1 - 1e-6)).any()):
+            raise EstimatorError(
+                f"cannot place n={n} points on S^{d - 1} with separation {separation} ({geometry}); "
+                "lower n or the separation, or raise d"
+            )
+    return X
+
+
+def _place(gen: torch.Generator, R: int, n: int, d: int, separation: float, geometry: str,
+           dtype: torch.dtype) -> torch.Tensor:
+    """One draw of R datasets in the geometry; the separation is only used to plant the close points."""
     if geometry == "close-pair" and n >= 2:
         X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
         # Catalogue D2: x_2 = cos(t) x_1 + sin(t) u with u a random unit direction orthogonal to x_1.
@@ -46,7 +67,8 @@ def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: flo
         x1 = X[:, 0]
         u = _unit(u - (u * x1).sum(-1, keepdim=True) * x1)
         X[:, 1] = math.cos(theta) * x1 + math.sin(theta) * u
-    elif geometry == "clustered" and n >= 2:
+        return X
+    if geometry == "clustered" and n >= 2:
         # Two clusters of nearly collinear points, each pair still at least `separation` apart.
         centers = _unit(torch.randn(R, 2, d, generator=gen, dtype=dtype))
         X = torch.empty(R, n, d, dtype=dtype)
@@ -55,29 +77,12 @@ def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: flo
             c = centers[:, i % 2]
             u = torch.randn(R, d, generator=gen, dtype=dtype)
             u = _unit(u - (u * c).sum(-1, keepdim=True) * c)
-            k = i // 2
-            t = 2 * math.asin(min(k * step, 2.0) / 2)
+            t = 2 * math.asin(min((i // 2) * step, 2.0) / 2)
             X[:, i] = math.cos(t) * c + math.sin(t) * u
-    elif geometry == "antipodal-pairs":
-        X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+        return X
+    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+    if geometry == "antipodal-pairs":
         X[:, 1::2] = -X[:, 0:n - 1:2]
-    else:
-        X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
-    if separation > 0 and n >= 2:
-        sep = min_separation(X)
-        bad = sep < separation * (1 - 1e-9)
-        tries = 0
-        while bool(bad.any()) and geometry == "random":
-            X[bad] = _unit(torch.randn(int(bad.sum()), n, d, generator=gen, dtype=dtype))
-            bad = min_separation(X) < separation
-            tries += 1
-            if tries > 100:
-                break
-        if bool((min_separation(X) < separation * (1 - 1e-6)).any()):
-            raise EstimatorError(
-                f"cannot place n={n} points on S^{d - 1} with separation {separation} ({geometry}); "
-                "lower n or the separation, or raise d"
-            )
     return X
 
 

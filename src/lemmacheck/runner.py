@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .claims import Claim, Param, load_claim
+from .claims import Claim, Param, claim_from_snapshot, snapshot
 from .context import DTYPES, Context
 from .errors import EstimatorError
 from .registry import QUANTITIES
@@ -51,7 +51,8 @@ class ConfigPlan:
 
 @dataclass(frozen=True)
 class ShardTask:
-    source: str  # claim file: workers load it themselves (and its folder's extension)
+    source: str  # claim file: workers load its folder's extension from beside it
+    definition: str  # the claim's snapshot as recorded with the run: what the worker executes
     claim_id: str
     config_index: int
     shard_index: int
@@ -123,7 +124,7 @@ def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
 
 def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
     """Run one shard; estimator failures become a recorded error, never a crash of the whole run."""
-    claim = load_claim(task.source)
+    claim = claim_from_snapshot(task.source, task.definition)
     chk = claim.check
     assert chk is not None
     threads = torch.get_num_threads()
@@ -183,7 +184,8 @@ def _drain(ex: Executor, tasks: list[ShardTask], store: Store, run_id: int,
 
 
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
-    return ShardTask(str(claim.source), claim.id, j, k, p.params, shard_seed(p.seed, k), p.shard_replicates(k))
+    return ShardTask(str(claim.source), snapshot(claim), claim.id, j, k, p.params, shard_seed(p.seed, k),
+                     p.shard_replicates(k))
 
 
 def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
@@ -232,10 +234,6 @@ def device_description() -> str:
     return f"{platform.machine()} cpu, {torch.get_num_threads()} threads, {platform.system()}"
 
 
-def definition(claim: Claim) -> dict[str, Any]:
-    return claim.raw
-
-
 def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", seed: int = 0, workers: int = 1,
                resume: bool = False, paths: list[str] | None = None, executor: Executor | None = None,
                progress: Callable[[str], None] | None = None) -> int:
@@ -251,7 +249,7 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     sequential: list[tuple[Claim, int, ConfigPlan]] = []
     for claim in claims:
         plans = [] if claim.mode == "infeasible" else plan(claim, profile, seed)
-        store.record_plan(run_id, claim.id, str(claim.source), definition(claim),
+        store.record_plan(run_id, claim.id, str(claim.source), snapshot(claim),
                           [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in plans])
         done = store.done_shards(run_id, claim.id)
         for j, p in enumerate(plans):
@@ -323,10 +321,10 @@ def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int
     store = store or Store(":memory:")
     run_id = store.begin_run(cfg_seed, "repro", versions(), device_description(), [claim.id])
     p = ConfigPlan(params, cfg_seed, replicates, shard_size)
-    store.record_plan(run_id, claim.id, str(claim.source), definition(claim),
+    store.record_plan(run_id, claim.id, str(claim.source), snapshot(claim),
                       [(p.params, p.seed, replicates, shard_size, False)])
     for k in range(p.n_shards):
-        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), claim.id, 0, k, params,
+        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), snapshot(claim), claim.id, 0, k, params,
                                                           shard_seed(cfg_seed, k), p.shard_replicates(k))))
     store.finish_run(run_id)
     return evaluate(store, run_id, [claim])[0]

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ClaimError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -136,11 +138,24 @@ class Store:
         return None if row[0] is None else int(row[0])
 
     # plan -------------------------------------------------------------------------------------------
-    def record_plan(self, run_id: int, claim_id: str, source: str, definition: dict,
+    def record_plan(self, run_id: int, claim_id: str, source: str, definition: str,
                     configs: list[tuple[dict, int, int, int, bool]]) -> None:
-        """Claim snapshot and its configurations (params, seed, replicates, shard_size, early_stop), idempotently."""
-        stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)",
-                  (run_id, claim_id, source, json.dumps(definition, sort_keys=True, default=str)))]
+        """Claim snapshot and its configurations (params, seed, replicates, shard_size, early_stop), idempotently.
+
+        Resuming a run whose claim file has changed since would mix shards of two different claims under one
+        verdict, so a changed definition is refused, naming the fields that differ."""
+        text = definition
+        row = self.db.execute("SELECT definition FROM claims WHERE run_id=? AND claim_id=?",
+                              (run_id, claim_id)).fetchone()
+        if row is not None and row[0] != text:
+            old = json.loads(row[0])
+            new = json.loads(text)
+            changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+            raise ClaimError(source, ", ".join(changed),
+                             f"changed since run {run_id} in {self.path} started; its stored shards belong to the "
+                             "old definition",
+                             "restore the file as it was, or start a new run (without --resume)")
+        stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)", (run_id, claim_id, source, text))]
         for j, (params, seed, reps, shard, early) in enumerate(configs):
             stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?,?)",
                           (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard, int(early))))

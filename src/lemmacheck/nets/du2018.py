@@ -346,25 +346,37 @@ class Trajectory:
 
 
 def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
-                     eta: torch.Tensor | float, steps: int, track_gram: bool = True) -> Trajectory:
+                     eta: torch.Tensor | float, steps: int, track_gram: bool = True,
+                     track_movement: bool = True) -> Trajectory:
     """Full-batch GD on L = ½‖y − u‖² with constant step η (per replicate: (R,) tensor or float), a fixed.
 
     Records what Theorems 3.1/4.1/5.1, Condition 6.1, eq. (7) and Lemmas A.5–A.7 talk about. I_2(k) is
-    du − i1 (eq. 7: u(k+1) − u(k) = I_1(k) + I_2(k))."""
+    du − i1 (eq. 7: u(k+1) − u(k) = I_1(k) + I_2(k)). `track_movement=False` leaves `movement` NaN and
+    saves a pass over W(k) and W(0) per layer and step.
+
+    Why it is fast: the weights dominate memory traffic (R·m² numbers per layer), so each step touches them
+    only to multiply (forward, backward) and to update in place. The gradient Σ_i r_i Σ_l δ_{i,:,l} φ_{i,:,l}ᵀ
+    is kept as factors A Bᵀ (A = r-weighted δ, B = φ, n·p columns each): the update is one fused
+    W ← W − η A Bᵀ (baddbmm), and ‖A Bᵀ‖_F² = Σ (AᵀA) ∘ (BᵀB) needs no m×m tensor. tests/test_nets_du2018.py
+    checks it against the dense textbook loop."""
     R = X.shape[0]
     eta_t = torch.as_tensor(eta, dtype=X.dtype).reshape(-1)
     eta_t = eta_t.expand(R) if eta_t.numel() == 1 else eta_t
-    W0 = [W.clone() for W in Ws]
+    W0 = Ws
     W = [w.clone() for w in Ws]
     losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
     prev_out = None
     for k in range(steps + 1):
-        grads, fwd, deltas = loss_gradients(net, W, a, X, y)
+        fwd = forward(net, W, a, X)
+        deltas = backward(net, W, a, fwd)
         res = fwd.out - y
+        factors = [_gradient_factors(res, d, P) for d, P in zip(deltas, fwd.phi)]
+        norms = torch.stack([_factored_frobenius(A, B) for A, B in factors], -1)
         losses.append(loss(fwd.out, y))
         rn.append(res.norm(dim=-1))
-        moves.append(torch.stack([(w - w0).flatten(1).norm(dim=1) for w, w0 in zip(W, W0)], -1))
-        gn.append(torch.stack([g.flatten(1).norm(dim=1) for g in grads], -1))
+        if track_movement:
+            moves.append(torch.stack([torch.linalg.vector_norm(w - w0, dim=(1, 2)) for w, w0 in zip(W, W0)], -1))
+        gn.append(norms)
         if prev_out is not None:
             dus.append(fwd.out - prev_out)
         if k == steps:
@@ -372,19 +384,33 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
                 lmins.append(kernels.lambda_min(layer_gram(deltas[-1], fwd.phi[-1])))
             break
         Gs = grams(fwd, deltas)
-        G = sum(Gs)
-        i1s.append(-eta_t[:, None] * (G @ res.unsqueeze(-1)).squeeze(-1))
+        i1s.append(-eta_t[:, None] * (sum(Gs) @ res.unsqueeze(-1)).squeeze(-1))
         if track_gram:
             lmins.append(kernels.lambda_min(Gs[-1]))
-        new = [w - eta_t.reshape(-1, 1, 1) * g for w, g in zip(W, grads)]
-        stepn.append(torch.stack([(a_ - b_).flatten(1).norm(dim=1) for a_, b_ in zip(new, W)], -1))
-        W = new
+        for w, (A, B) in zip(W, factors):
+            w.baddbmm_(A * -eta_t.reshape(-1, 1, 1), B.transpose(1, 2))
+        stepn.append(eta_t[:, None] * norms)
         prev_out = fwd.out
     nan = torch.full((R, steps + 1), math.nan, dtype=X.dtype)
     empty = torch.zeros(R, 0, X.shape[1], dtype=X.dtype)
     return Trajectory(
-        torch.stack(losses, 1), torch.stack(moves, 1),
+        torch.stack(losses, 1),
+        torch.stack(moves, 1) if track_movement else torch.full((R, steps + 1, net.H), math.nan, dtype=X.dtype),
         torch.stack(stepn, 1) if stepn else torch.zeros(R, 0, net.H, dtype=X.dtype),
         torch.stack(gn, 1), torch.stack(rn, 1),
         torch.stack(dus, 1) if dus else empty, torch.stack(i1s, 1) if i1s else empty,
         torch.stack(lmins, 1) if track_gram else nan, W)
+
+
+def _gradient_factors(res: torch.Tensor, delta: torch.Tensor, P: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """∂L/∂W^{(h)} = A Bᵀ with A = [r_i δ_{i,:,l}] (R, m, n·p) and B = [φ_{i,:,l}] (R, k, n·p)."""
+    R, n, m, p = delta.shape
+    A = (res[:, :, None, None] * delta).permute(0, 2, 1, 3).reshape(R, m, n * p)
+    B = P.permute(0, 2, 1, 3).reshape(R, P.shape[2], n * p)
+    return A, B
+
+
+def _factored_frobenius(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """‖A Bᵀ‖_F = √(Σ (AᵀA) ∘ (BᵀB)) per replicate (the Hadamard product of two PSD Grams sums to ≥ 0)."""
+    sq = ((A.transpose(1, 2) @ A) * (B.transpose(1, 2) @ B)).sum(dim=(1, 2))
+    return sq.clamp(min=0).sqrt()

@@ -348,7 +348,7 @@ def _step_size(ctx: Context, kind: str, dn: net.DuNet, lam0: torch.Tensor, G0: t
     return kappa * lam0 * dn.H ** 2 / n ** 2
 
 
-def _trajectory(kind: str, ctx: Context):
+def _trajectory(kind: str, ctx: Context, track_movement: bool = False):
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     K, ok, kmethod = _kernels(ctx, dn, X)
@@ -358,7 +358,8 @@ def _trajectory(kind: str, ctx: Context):
         fwd = net.forward(dn, Ws, a, X)
         G0 = sum(net.grams(fwd, net.backward(dn, Ws, a, fwd)))
         eta = _step_size(ctx, kind, dn, K.lambda0, G0)
-        tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=True)
+        tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=True,
+                                   track_movement=track_movement)
     return dn, K, ok, eta, tr, f"full-batch GD, T = {ctx.i('T')}, step = {ctx.arg('step', 'paper')}; {kmethod}"
 
 
@@ -391,7 +392,7 @@ def _condition_6_1(tr: net.Trajectory, eta: torch.Tensor, lam0: torch.Tensor, T:
 def gd_weight_movement(kind: str, ctx: Context) -> Observation:
     """S6.3 / Lemmas A.5, B.5, C.5: max_{k ≤ T, h} ‖W^{(h)}(k) − W^{(h)}(0)‖_F ("≲ 1" in m); args.normalise =
     "sqrt-m" divides by √m (the per-neuron average, "≲ 1/√m")."""
-    dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True)
     value = tr.movement.amax(dim=(-1, -2))
     if ctx.arg("normalise", "none") == "sqrt-m":
         value = value / math.sqrt(dn.m)
