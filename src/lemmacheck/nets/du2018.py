@@ -186,13 +186,21 @@ class Forward:
         return torch.stack([x.flatten(-2).norm(dim=-1) for x in self.x[1:]], dim=1)
 
 
+def _apply(W: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+    """W applied to every sample and pixel: (R, m, k) × (R, n, k, p) → (R, n, m, p), as one batched GEMM
+    (einsum would copy the R·m·k weights into its own layout on every call; here only the features move)."""
+    R, n, k, p = P.shape
+    out = torch.bmm(W, P.permute(0, 2, 1, 3).reshape(R, k, n * p))
+    return out.reshape(R, W.shape[1], n, p).permute(0, 2, 1, 3)
+
+
 def forward(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor) -> Forward:
     """X: (R, n, C, p) (use `as_images`)."""
     xs, phis, zs, ds = [X], [], [], []
     h = X
     for l, W in enumerate(Ws, start=1):
         P = patches(h, net.q)
-        z = torch.einsum("rmk,rnkp->rnmp", W, P)
+        z = _apply(W, P)
         branch = net.scale(l) * net.act.f(z)
         h = branch if (l == 1 or not net.residual) else h + branch
         phis.append(P)
@@ -214,7 +222,7 @@ def backward(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, fwd: Forward) 
         d = net.scale(l) * fwd.dsig[l - 1] * g
         deltas[l - 1] = d
         if l > 1:
-            back = patches_adjoint(torch.einsum("rmk,rnmp->rnkp", Ws[l - 1], d), net.q)
+            back = patches_adjoint(_apply(Ws[l - 1].transpose(1, 2), d), net.q)
             g = g + back if net.residual else back
     return deltas
 
