@@ -27,6 +27,8 @@ def test_slack_definitions():
     assert slack("<=", np.array([0.5]), 1.0)[0] == 2.0  # bound / estimate
     assert slack(">=", np.array([0.5]), 1.0)[0] == 0.5  # estimate / bound
     assert slack("<=", np.array([0.0]), 1.0)[0] == np.inf
+    # a sign claim (lower bound 0) has no ratio: above, at, below the bound
+    assert list(slack(">", np.array([0.3, 0.0, -0.2]), 0.0)) == [np.inf, 1.0, 0.0]
 
 
 def test_probabilistic_rules():
@@ -105,6 +107,50 @@ def test_scaling_law_implied_constant(exponent, expected):
     s = res.scaling
     assert s["swept"] == ["m"] and s["claimed_exponents"]["m"] == pytest.approx(0.5)
     assert s["fitted_exponents"]["m"] == pytest.approx(exponent, abs=0.02)
+
+
+def _scaling_sweep(c, ms, implied_constant, seed=0):
+    """Samples C(m) sqrt(m) with 5% noise against the bound C sqrt(m)."""
+    rng = np.random.default_rng(seed)
+    cfgs, samples = [], []
+    for j, m in enumerate(ms):
+        vals = implied_constant(m) * m ** 0.5 * np.exp(0.05 * rng.standard_normal(30))
+        cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=j))
+        samples.append(vals)
+    return cfgs, samples
+
+
+def test_scaling_verdict_is_decided_in_regime_and_growth_outside_is_only_flagged():
+    """requires m >= 32: growth among the small widths alone must not refute the claim."""
+    c = _claim(SCALING)
+    cfgs, samples = _scaling_sweep(c, [2, 4, 8, 16, 64, 256, 1024], lambda m: min(m / 16, 2.0))
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == "holds" and "violated-out-of-regime" in res.flags
+    assert res.scaling["configs_used"] == [4, 5, 6] and res.scaling["all_configs"]["verdict"] == "violated"
+    # growth inside the regime is a violation whatever happens outside
+    cfgs, samples = _scaling_sweep(c, [4, 8, 64, 256, 1024], lambda m: 1.0 if m < 32 else m ** 0.5)
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == "violated" and "out-of-regime" not in res.flags
+
+
+def test_scaling_with_too_few_in_regime_configurations_falls_back_flagged():
+    c = _claim(SCALING)
+    cfgs, samples = _scaling_sweep(c, [2, 4, 8, 64], lambda m: m ** 0.5)
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == "violated" and res.flags == ["out-of-regime"]
+    assert res.scaling["regime"].startswith("all configurations")
+
+
+def test_scaling_fit_with_inseparable_parameters_is_inconclusive_not_a_crash():
+    """m and d swept together (d = m/8 everywhere): their exponents cannot be told apart."""
+    c = _claim(SCALING)
+    cfgs, samples = [], []
+    for j, m in enumerate([64, 256, 1024]):
+        vals = np.full(10, float(m) ** 0.5)
+        cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": m / 8, "B": 1.0, "delta": 0.1}, index=j))
+        samples.append(vals)
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == "inconclusive" and "scaling fit impossible" in res.scaling["reason"]
 
 
 def test_scaling_with_too_few_configurations_is_inconclusive():

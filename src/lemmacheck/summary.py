@@ -117,7 +117,8 @@ def failure_text(res: ClaimResult) -> str:
     if res.scaling:
         s = res.scaling
         lines.append(f"  scaling: implied-constant slopes {s.get('implied_constant_slopes')} CI {s.get('slope_ci')}"
-                     f" (tolerance {s.get('tolerance')}); {s.get('reason', '')}")
+                     f" (tolerance {s.get('tolerance')}; fit over {s.get('regime', 'all configurations')})"
+                     f"; {s.get('reason', '')}")
     rep = claim_repro(res)
     if rep:
         lines.append(f"  reproduce: {rep}")

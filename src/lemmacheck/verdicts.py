@@ -91,13 +91,17 @@ def violates(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
 
 
 def slack(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
-    """bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below 1 a violation."""
+    """bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below 1 a violation.
+
+    A lower bound of 0 (a sign claim) has no ratio: +inf above it, 1 at it, 0 below it. A non-positive lower
+    bound or estimate has no meaningful ratio either and gives NaN (the verdict never reads slack)."""
+    value = np.asarray(value, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         if relation in ("<=", "<"):
-            s = np.where(value > 0, bound / value, np.inf)
-        else:
-            s = value / bound if bound > 0 else np.full_like(value, np.nan)
-    return s
+            return np.where(value > 0, bound / value, np.inf)
+        if bound == 0:
+            return np.where(value > 0, np.inf, np.where(value == 0, 1.0, 0.0))
+        return value / bound if bound > 0 else np.full_like(value, np.nan)
 
 
 def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
@@ -158,6 +162,26 @@ def _aggregate(verdicts: list[str]) -> str | None:
 
 
 def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
+    """The scaling verdict, decided like every other verdict by the stated regime: the fit over in-regime
+    configurations decides when there are enough of them; a fit over all configurations is kept beside it
+    (`all_configs`) and, if only that one shows growth, flagged "violated-out-of-regime". With too few in-regime
+    configurations the fit over all of them is reported with "out-of-regime": informative, never a refutation."""
+    inside = [(c, v) for c, v in zip(configs, samples) if c.in_regime]
+    everything = _scaling_fit(claim, configs, samples)
+    if len(inside) == len(configs):
+        return dict(everything, regime="all configurations (all in regime)")
+    fit_in = _scaling_fit(claim, [c for c, _ in inside], [v for _, v in inside]) if inside else None
+    if fit_in is not None and fit_in["fitted"]:
+        out = dict(fit_in, regime="in-regime configurations")
+        if len(inside) < len(configs):
+            out["all_configs"] = everything
+            if everything["verdict"] == "violated" and fit_in["verdict"] != "violated":
+                out["flag"] = "violated-out-of-regime"
+        return out
+    return dict(everything, regime="all configurations (too few in regime to fit)", flag="out-of-regime")
+
+
+def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
     """Fit log Ĉ (implied constant) against log of every parameter that varies; Ĉ must not grow."""
     chk = claim.check
     assert chk is not None
@@ -176,15 +200,21 @@ def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np
         used.append(cfg.index)
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
-                           "configs_used": used, "implied_constant": [float(np.exp(r.mean())) for r in resp]}
+                           "configs_used": used, "implied_constant": [float(np.exp(r.mean())) for r in resp],
+                           "fitted": False}
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out
     log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
-    fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0)
+    try:
+        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0)
+    except ValueError as exc:  # e.g. two swept parameters that move together: their exponents are not separable
+        out.update(verdict="inconclusive", reason=f"scaling fit impossible: {exc}")
+        return out
     mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in names}
     claimed = {k: shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid}) for k in names}
     out.update(
+        fitted=True,
         verdict=scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance),
         interval_level=1 - SCALING_ALPHA,
         swept=names,
@@ -207,8 +237,8 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     if claim.mode == "scaling":
         scaling = scaling_analysis(claim, configs, samples or [])
         verdict = scaling["verdict"]
-        if not inside:
-            flags.append("out-of-regime")
+        if "flag" in scaling:
+            flags.append(scaling["flag"])
     else:
         v_in, v_out = _aggregate([c.verdict for c in inside]), _aggregate([c.verdict for c in outside])
         if v_in is not None:

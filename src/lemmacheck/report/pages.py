@@ -426,11 +426,19 @@ def _scaling_section(view: ClaimView) -> str:
                     f"<td class=\"num\">[{esc(S.fmt(lo))}, {esc(S.fmt(hi))}]</td></tr>")
     table = ""
     if rows:
+        level = f'{100 * sc.get("interval_level", math.nan):.0f}% interval'
         table = ('<div class="tablewrap"><table><thead><tr><th>parameter</th><th class="num">claimed exponent'
-                 '</th><th class="num">fitted exponent</th><th class="num">95% interval</th>'
-                 '<th class="num">Ĉ slope</th><th class="num">95% interval</th></tr></thead><tbody>'
+                 f'</th><th class="num">fitted exponent</th><th class="num">{level}</th>'
+                 f'<th class="num">Ĉ slope</th><th class="num">{level}</th></tr></thead><tbody>'
                  + "".join(rows) + "</tbody></table></div>")
     reason = f'<p class="note">{esc(sc["reason"])}</p>' if sc.get("reason") else ""
+    if sc.get("regime"):
+        reason += (f'<p class="note">Fit over {esc(sc["regime"])}: {len(sc.get("configs_used", []))} '
+                   "configuration(s).")
+        if sc.get("all_configs"):
+            reason += (" The same fit over every configuration, out-of-regime ones included, gives "
+                       f'{badge(str(sc["all_configs"].get("verdict")))} (informative only).')
+        reason += "</p>"
     facts = (f'<p>Shape (hidden constants {esc(", ".join(sc.get("constants", [])))} set to 1): '
              f'<code>{esc(sc.get("shape", ""))}</code>. Verdict of the fit: {badge(str(sc.get("verdict")))}; '
              f'tolerance on the implied-constant slope: {esc(S.fmt(sc.get("tolerance")))}. '
