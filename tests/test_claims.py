@@ -43,10 +43,15 @@ def test_valid_claim_loads(claims_dir):
     ('inputs    = { kind = "unit-sphere", n = "n", d = "d" }', 'inputs    = { kind = "unit-cube" }',
      "inputs.kind", "unknown input generator"),
     ("d = { value = 8 }", "d = { value = nan }", "params.d.values", "not a finite number"),
+    # a hidden-constant claim is a scaling law: a profile that does not sweep cannot fit one
+    ('bound       = "B"', 'bound       = "C * B"\nconstants = ["C"]\n', "profiles.quick", "needs a sweep"),
 ])
 def test_malformed_claim_names_file_and_field(claims_dir, old, new, field, words):
     assert old in NORM_CLAIM
-    p = _write(claims_dir, NORM_CLAIM.replace(old, new))
+    text = NORM_CLAIM.replace(old, new)
+    if field == "profiles.quick":  # the quick profile's configurations differ only in m: make them one point
+        text = text.replace("{ m = 16, L = 2, B = 100.0 }, { m = 64, L = 2, B = 100.0 }", "{ m = 64, L = 2, B = 100.0 }")
+    p = _write(claims_dir, text)
     with pytest.raises(ClaimError) as ei:
         load_claim(p)
     err = ei.value

@@ -374,11 +374,11 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         if name not in PROFILES:
             raise ClaimError(path, f"profiles.{name}", "unknown profile", f"one of {PROFILES}")
     profiles = {name: _parse_profile(name, profiles_raw.get(name, {}), params, path) for name in PROFILES}
-    if check.constants:
-        varying = {k for cfg in profiles["full"].configs for k in cfg
-                   if len({c[k] for c in profiles["full"].configs}) > 1}
-        if not varying:
-            raise ClaimError(path, "profiles.full", "a scaling claim needs a sweep: no parameter varies",
+    for name, prof in profiles.items() if check.constants else ():
+        # Each profile gives its own verdict, so each must sweep (Hypothesis-explored configurations vary).
+        varying = {k for cfg in prof.configs for k in cfg if len({c[k] for c in prof.configs}) > 1}
+        if not varying and not prof.explore:
+            raise ClaimError(path, f"profiles.{name}", "a scaling claim needs a sweep: no parameter varies",
                              "add a grid over the swept parameters")
     return Claim(cid, paper, result, title, statement, kind, network, inputs, params, check, profiles, notes,
                  expect, finding, "", path, raw)
