@@ -303,6 +303,26 @@ def test_fit_scaling_recovers_known_exponents():
     assert fit.residual_sd == pytest.approx(0.3 / math.sqrt(30), rel=0.5)
 
 
+def test_fit_scaling_worst_case_reductions_track_the_tail_not_the_centre():
+    """The centre stays flat while the upper tail grows like x^0.5 (and the lower tail shrinks like
+    x^-0.5): reduce="mean" sees no trend, "max"/"min" see the tail's, with non-degenerate intervals."""
+    rng = np.random.default_rng(5)
+    xs = np.array([1.0, 4.0, 16.0, 64.0, 256.0])
+    up, down = [], []
+    for x in xs:
+        z = rng.standard_normal(200)
+        up.append(np.where(z > 0, z * math.log(x) * 0.5 / 2.6, 0.0))  # spread grows with log x
+        down.append(-up[-1])
+    mean = fit_scaling(["x"], np.log(xs), up, alpha=0.01)
+    top = fit_scaling(["x"], np.log(xs), up, alpha=0.01, reduce="max")
+    bottom = fit_scaling(["x"], np.log(xs), down, alpha=0.01, reduce="min")
+    assert abs(mean.slopes[0]) < 0.25 < top.slopes[0]
+    assert bottom.slopes[0] == pytest.approx(-top.slopes[0], abs=0.15)
+    assert top.ci_low[0] < top.ci_high[0]  # resampling the extreme still gives an interval
+    with pytest.raises(ValueError, match="reduce"):
+        fit_scaling(["x"], np.log(xs), up, reduce="median")
+
+
 def test_fit_scaling_interval_width_matches_ols_standard_error():
     # Tightness: the bootstrap interval should be as wide as the textbook OLS interval,
     # 2 z SE with SE = sigma/sqrt(reps) * sqrt(diag((X'X)^-1)): not inflated, not collapsed.

@@ -166,3 +166,22 @@ def test_nan_estimates_are_errors_not_passes():
     assert r.verdict == "inconclusive" and "NaN" in r.errors[0]
     res = claim_result(c, [r])
     assert "errors" in res.flags and not res.ok
+
+
+def test_a_for_every_draw_scaling_claim_tracks_its_worst_draw():
+    """'always' + hidden constant: the largest Ĉ must not grow, even when the typical Ĉ does not move.
+    (The max's interval is a bootstrap of the extreme: growth carried by a handful of draws in a hundred
+    leaves it inconclusive rather than violated; here 10 draws in 200 carry it.)"""
+    always = SCALING.replace('probability = "1 - delta"', 'probability = "always"')
+    c, c_typical = _claim(always), _claim(always.replace('constants = ["C"]', 'constants = ["C"]\nstatistic = "mean-log"'))
+    assert c.check.statistic == "max-log"
+    assert _claim(always.replace('relation    = "<="', 'relation    = ">="')).check.statistic == "min-log"
+    rng = np.random.default_rng(1)
+    cfgs, samples = [], []
+    for j, m in enumerate([64, 256, 1024, 4096]):
+        vals = np.sqrt(m) * np.exp(0.05 * rng.standard_normal(200))
+        vals[:10] *= m ** 0.5  # 5% of the draws have a Ĉ that grows like sqrt(m)
+        cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=j))
+        samples.append(vals)
+    assert claim_result(c, cfgs, samples).verdict == "violated"
+    assert claim_result(c_typical, cfgs, samples).verdict == "holds"

@@ -344,9 +344,16 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     dtype = check_raw.get("dtype", "float64")
     if dtype not in ("float64", "float32"):
         raise ClaimError(path, "check.dtype", f"'{dtype}' unsupported", "float64 or float32")
-    statistic = check_raw.get("statistic", "mean-log")
-    if statistic not in ("mean-log", "max-log"):
-        raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported", "mean-log or max-log")
+    # Which per-configuration statistic of log Ĉ a scaling fit tracks. A claim for every draw ("always") is
+    # about the worst draw: the largest Ĉ for an upper bound, the smallest for a lower one. A claim with
+    # probability 1 - δ defaults to the typical draw (mean of log Ĉ).
+    worst = "max-log" if relation in ("<=", "<") else "min-log"
+    statistic = check_raw.get("statistic", worst if prob == "always" else "mean-log")
+    if statistic not in ("mean-log", "max-log", "min-log"):
+        raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported", "mean-log, max-log or min-log")
+    if statistic != "mean-log" and statistic != worst:
+        raise ClaimError(path, "check.statistic", f"'{statistic}' tracks the wrong tail for relation '{relation}'",
+                         f"'{worst}' (the worst case of this inequality) or 'mean-log'")
     inputs = raw.get("inputs", {})
     if not isinstance(inputs, dict):
         raise ClaimError(path, "inputs", "expected a table", '`inputs = { kind = "unit-sphere", n = "n", d = "d" }`')

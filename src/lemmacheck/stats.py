@@ -207,6 +207,9 @@ class ScalingFit:
     residual_sd: float  # sqrt(RSS / (J - P - 1)) over configuration means; NaN when J == P + 1
 
 
+_REDUCERS = {"mean": np.mean, "max": np.max, "min": np.min}
+
+
 def fit_scaling(
     names: Sequence[str],
     log_x: np.ndarray,
@@ -215,14 +218,18 @@ def fit_scaling(
     n_boot: int = 400,
     alpha: float = 0.05,
     seed: int = 0,
+    reduce: str = "mean",
 ) -> ScalingFit:
     """Fit ``log y = c + sum_k e_k log x_k`` by least squares over configurations.
 
     ``log_x`` has shape ``(J, P)`` (a 1-D array is accepted when ``P == 1``); ``samples[j]`` holds the
     per-replicate values of ``log y`` at configuration ``j``, and the response of configuration ``j``
-    is their mean.  Intervals are bootstrap percentile intervals at level ``1 - alpha``: replicates are
-    resampled *within* each configuration (stratified, so the design stays fixed), the model is
-    refitted, and the ``alpha/2`` and ``1 - alpha/2`` quantiles of each slope are taken.
+    is their mean (``reduce="max"`` / ``"min"``: their largest / smallest, to track a worst case).
+    Intervals are bootstrap percentile intervals at level ``1 - alpha``: replicates are resampled
+    *within* each configuration (stratified, so the design stays fixed), the same reduction is applied,
+    the model is refitted, and the ``alpha/2`` and ``1 - alpha/2`` quantiles of each slope are taken.
+    For ``max``/``min`` the bootstrap of an extreme is known to be rough (a resample repeats the sample
+    extreme with probability about 0.63), so those intervals are indicative, not exact.
 
     Caveats: the intervals reflect replicate noise only.  A configuration with a single replicate
     contributes no resampling variability, and lack of fit (a non-power-law trend) is not in them;
@@ -277,7 +284,10 @@ def fit_scaling(
         # lstsq would silently return the minimum-norm solution, splitting one effect arbitrarily.
         raise ValueError(f"columns of log_x are collinear (with each other or the intercept): {names_t}")
 
-    y = np.array([values.mean() for values in reps])
+    if reduce not in _REDUCERS:
+        raise ValueError(f"reduce must be one of {sorted(_REDUCERS)}, got {reduce!r}")
+    stat = _REDUCERS[reduce]
+    y = np.array([stat(values) for values in reps])
     coef, _, _, _ = np.linalg.lstsq(design, y, rcond=None)
     residuals = y - design @ coef
     dof = n_configs - n_params - 1
@@ -288,7 +298,7 @@ def fit_scaling(
     y_boot = np.empty((n_configs, n_boot))
     for j, values in enumerate(reps):
         idx = rng.integers(0, values.size, size=(n_boot, values.size))
-        y_boot[j] = values[idx].mean(axis=1)
+        y_boot[j] = stat(values[idx], axis=1)
     coef_boot, _, _, _ = np.linalg.lstsq(design, y_boot, rcond=None)  # one solve for all resamples
     slopes_boot = coef_boot[1:]
     ci_low = np.quantile(slopes_boot, alpha / 2, axis=1)

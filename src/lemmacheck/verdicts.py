@@ -161,6 +161,10 @@ def _aggregate(verdicts: list[str]) -> str | None:
     return max(vs, key=ORDER.__getitem__) if vs else None
 
 
+# check.statistic -> how a configuration's log Ĉ samples are summarised (stats.fit_scaling's `reduce`)
+STATISTIC_REDUCE = {"mean-log": "mean", "max-log": "max", "min-log": "min"}
+
+
 def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
     """The scaling verdict, decided like every other verdict by the stated regime: the fit over in-regime
     configurations decides when there are enough of them; a fit over all configurations is kept beside it
@@ -186,6 +190,8 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     chk = claim.check
     assert chk is not None
     shape = chk.bound.with_constants({c: 1.0 for c in chk.constants})
+    how = STATISTIC_REDUCE[chk.statistic]
+    reduce = getattr(np, how)
     rows, resp, used = [], [], []
     for cfg, vals in zip(configs, samples):
         b = shape.evaluate(cfg.params)
@@ -193,21 +199,20 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         if len(vals) == 0 or not b > 0:
             continue
         logc = np.log(vals) - math.log(b)
-        if chk.statistic == "max-log":
-            logc = np.array([logc.max()])
         rows.append(cfg.params)
         resp.append(logc)
         used.append(cfg.index)
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
-                           "configs_used": used, "implied_constant": [float(np.exp(r.mean())) for r in resp],
+                           "statistic": chk.statistic,
+                           "configs_used": used, "implied_constant": [float(np.exp(reduce(r))) for r in resp],
                            "fitted": False}
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out
     log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
     try:
-        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0)
+        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce=how)
     except ValueError as exc:  # e.g. two swept parameters that move together: their exponents are not separable
         out.update(verdict="inconclusive", reason=f"scaling fit impossible: {exc}")
         return out
@@ -223,6 +228,7 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         claimed_exponents=claimed,
         fitted_exponents={k: float(s) + claimed[k] for k, s in zip(names, fit.slopes)},
         implied_constant_max=float(max(np.exp(r.max()) for r in resp)),
+        implied_constant_min=float(min(np.exp(r.min()) for r in resp)),
     )
     return out
 
