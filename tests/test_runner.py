@@ -179,6 +179,32 @@ def test_workers_run_the_recorded_definition_not_the_file_as_edited_later(claims
     assert after.error is None and np.array_equal(before.value, after.value)
 
 
+def test_update_reruns_changed_claims_only_and_tracks_added_and_deleted_files(tmp_path, claims_dir):
+    a, b = claims_dir / "a.toml", claims_dir / "b.toml"
+    a.write_text(NORM_CLAIM)
+    b.write_text(NORM_CLAIM.replace('id        = "toy/lemma-1/norm"', 'id        = "toy/lemma-2/norm"'))
+    store = Store(tmp_path / "u.db")
+    paths = [str(claims_dir)]
+
+    def shard_rows(cid):
+        return store.db.execute("SELECT config_index, shard_index, value, seconds FROM shards WHERE claim_id=? "
+                                "ORDER BY 1, 2", (cid,)).fetchall()
+
+    run_id = run_claims(load_claims([claims_dir])[0], store, paths=paths)
+    kept = shard_rows("toy/lemma-1/norm")
+    b.write_text(b.read_text().replace('bound       = "B"', 'bound       = "1.01*B"'))
+    c = claims_dir / "c.toml"
+    c.write_text(NORM_CLAIM.replace('id        = "toy/lemma-1/norm"', 'id        = "toy/lemma-3/norm"'))
+    assert run_claims(load_claims([claims_dir])[0], store, update=True, paths=paths) == run_id
+    assert shard_rows("toy/lemma-1/norm") == kept  # untouched: not re-run (same timings)
+    assert '"1.01*B"' in store.stored_definition(run_id, "toy/lemma-2/norm")
+    assert len(shard_rows("toy/lemma-2/norm")) == len(shard_rows("toy/lemma-3/norm")) == len(kept)
+    assert store.run_info(run_id)["finished"] is not None
+    a.unlink()
+    run_claims(load_claims([claims_dir])[0], store, update=True, paths=paths)
+    assert store.claim_ids(run_id) == ["toy/lemma-2/norm", "toy/lemma-3/norm"] and not shard_rows("toy/lemma-1/norm")
+
+
 EARLY = SLOW_CLAIM.replace("args = { sleep = 0.02 }", "args = { sleep = 0.0 }") \
                   .replace("replicates = 200\nshard_size = 5", "replicates = 4000\nshard_size = 100\nearly_stop = true") \
                   .replace('probability = "1 - q"', 'probability = "1 - delta"') \

@@ -64,7 +64,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     progress = (lambda s: print(s, file=sys.stderr)) if a.verbose else None
     try:
         run_id = run_claims(claims, store, profile=a.profile, seed=a.seed, workers=a.workers, resume=a.resume,
-                            paths=paths, progress=progress)
+                            update=a.update, paths=paths, progress=progress)
     except KeyboardInterrupt:
         print(f"\ninterrupted: completed shards are saved in {a.db}; rerun with --resume to continue",
               file=sys.stderr)
@@ -173,6 +173,9 @@ def parser() -> argparse.ArgumentParser:
     rn.add_argument("--workers", type=int, default=1)
     rn.add_argument("--resume", action="store_true", help="continue the last unfinished run with the same "
                     "seed, profile and paths")
+    rn.add_argument("--update", action="store_true", help="bring the latest run with the same seed, profile and "
+                    "paths (finished or not) up to date with the claim files: re-run changed claims, add new "
+                    "ones, drop deleted ones, keep the rest (estimator code changes are not detected)")
     rn.add_argument("--report", help="also write the HTML report to this folder")
     rn.add_argument("-v", "--verbose", action="store_true")
     rn.set_defaults(fn=cmd_run)

@@ -235,11 +235,22 @@ def device_description() -> str:
 
 
 def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", seed: int = 0, workers: int = 1,
-               resume: bool = False, paths: list[str] | None = None, executor: Executor | None = None,
-               progress: Callable[[str], None] | None = None) -> int:
-    """Run every claim's planned shards that are not yet in the store; return the run id."""
+               resume: bool = False, update: bool = False, paths: list[str] | None = None,
+               executor: Executor | None = None, progress: Callable[[str], None] | None = None) -> int:
+    """Run every claim's planned shards that are not yet in the store; return the run id.
+
+    `resume` continues the last unfinished run with the same seed, profile and paths (refusing a claim
+    whose file changed since). `update` brings the latest such run, finished or not, up to date with the
+    claim files: changed claims are re-run from scratch, new ones added, deleted ones dropped, untouched
+    ones kept. Neither notices changes to estimator code: start a new run after changing one."""
     paths = paths if paths is not None else sorted(c.id for c in claims)
-    run_id = store.find_resumable(seed, profile, paths) if resume else None
+    run_id = None
+    if update:
+        run_id = store.find_latest(seed, profile, paths)
+        if run_id is not None:
+            _update_run(store, run_id, claims)
+    elif resume:
+        run_id = store.find_resumable(seed, profile, paths)
     if run_id is None:
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
     # Every shard of a fixed-size configuration goes into the first wave; an early-stopping configuration
@@ -274,6 +285,14 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         ex.shutdown(wait=True)
     store.finish_run(run_id)
     return run_id
+
+
+def _update_run(store: Store, run_id: int, claims: list[Claim]) -> None:
+    store.reopen_run(run_id)
+    current = {c.id: snapshot(c) for c in claims}
+    for cid in store.claim_ids(run_id):
+        if current.get(cid) != store.stored_definition(run_id, cid):
+            store.forget_claim(run_id, cid)  # deleted or changed: its shards describe another claim
 
 
 def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:

@@ -122,6 +122,25 @@ class Store:
             "ORDER BY run_id DESC LIMIT 1", (seed, profile, json.dumps(paths))).fetchone()
         return None if row is None else int(row[0])
 
+    def find_latest(self, seed: int, profile: str, paths: list[str]) -> int | None:
+        """The newest run with this seed, profile and paths, finished or not (for `run --update`)."""
+        row = self.db.execute("SELECT run_id FROM runs WHERE seed=? AND profile=? AND paths=? "
+                              "ORDER BY run_id DESC LIMIT 1", (seed, profile, json.dumps(paths))).fetchone()
+        return None if row is None else int(row[0])
+
+    def reopen_run(self, run_id: int) -> None:
+        self._tx([("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+
+    def stored_definition(self, run_id: int, claim_id: str) -> str | None:
+        row = self.db.execute("SELECT definition FROM claims WHERE run_id=? AND claim_id=?",
+                              (run_id, claim_id)).fetchone()
+        return None if row is None else str(row[0])
+
+    def forget_claim(self, run_id: int, claim_id: str) -> None:
+        """Drop a claim's definition, plan and shards from a run, all or nothing."""
+        self._tx([(f"DELETE FROM {t} WHERE run_id=? AND claim_id=?", (run_id, claim_id))
+                  for t in ("shards", "configs", "claims")])
+
     def finish_run(self, run_id: int) -> None:
         self._tx([("UPDATE runs SET finished=? WHERE run_id=?", (now(), run_id))])
 
@@ -145,16 +164,16 @@ class Store:
         Resuming a run whose claim file has changed since would mix shards of two different claims under one
         verdict, so a changed definition is refused, naming the fields that differ."""
         text = definition
-        row = self.db.execute("SELECT definition FROM claims WHERE run_id=? AND claim_id=?",
-                              (run_id, claim_id)).fetchone()
-        if row is not None and row[0] != text:
-            old = json.loads(row[0])
+        stored = self.stored_definition(run_id, claim_id)
+        if stored is not None and stored != text:
+            old = json.loads(stored)
             new = json.loads(text)
             changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
             raise ClaimError(source, ", ".join(changed),
                              f"changed since run {run_id} in {self.path} started; its stored shards belong to the "
                              "old definition",
-                             "restore the file as it was, or start a new run (without --resume)")
+                             "restore the file as it was, rerun with --update to redo just the changed claims, "
+                             "or start a new run (without --resume)")
         stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)", (run_id, claim_id, source, text))]
         for j, (params, seed, reps, shard, early) in enumerate(configs):
             stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?,?)",
