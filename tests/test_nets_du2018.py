@@ -296,15 +296,19 @@ def test_frobenius_search_finds_the_supremum_of_a_linear_target():
     assert torch.all(rnd < sup)
 
 
-def _context(params, args=None, inputs=None, R=3, search="none"):
+def _context(params, args=None, inputs=None, R=3, search="none", network="", seed=0):
     from lemmacheck.context import Context
 
-    return Context("test", params, R, torch.Generator().manual_seed(0), args=args or {"nodes": 24},
-                   inputs_spec=inputs or {"kind": "unit-sphere", "n": "n", "d": "d"}, search=search)
+    return Context("test", params, R, torch.Generator().manual_seed(seed), args=args or {"nodes": 24},
+                   inputs_spec=inputs or {"kind": "unit-sphere", "n": "n", "d": "d"}, search=search,
+                   network=network)
 
 
 @pytest.mark.parametrize("network", ["du2018-fc", "du2018-resnet", "du2018-cnn-resnet"])
-def test_every_registered_quantity_runs_and_is_finite(network):
+def test_every_registered_quantity_runs_is_finite_and_depends_on_the_draws(network):
+    """Smoke test over every estimator and architecture. A quantity forced to a constant (or one that ignores
+    the architecture) would slip through a finiteness check, so each must also change with the seed and,
+    except λ₀-only ones, differ between architectures."""
     from lemmacheck.quantities import du2018 as q
     from lemmacheck.registry import QUANTITIES
 
@@ -312,11 +316,24 @@ def test_every_registered_quantity_runs_and_is_finite(network):
               "d0": 6, "p": 2, "q": 3}
     inputs = {"kind": "unit-sphere", "n": "n", "d": "d0 * p"} if network.endswith("cnn-resnet") else None
     for name, _, _ in q.ESTIMATORS:
-        entry = QUANTITIES.get(f"{network}-{name}")
-        assert entry.networks == (network,)
-        obs = entry.obj(_context(params, inputs=inputs, search="adversarial"))
-        assert obs.value.shape == (3,) and bool(torch.isfinite(obs.value).all()), name
-        assert obs.valid is None or obs.valid.shape == (3,)
+        entry = QUANTITIES.get(f"du2018-{name}")
+        assert network in entry.networks
+        a, b = (entry.obj(_context(params, inputs=inputs, search="adversarial", network=network, seed=s)).value
+                for s in (0, 1))
+        assert a.shape == (3,) and bool(torch.isfinite(a).all()), name
+        assert not torch.equal(a, b), f"{name} does not depend on the draws"
+
+
+def test_du2018_quantities_follow_the_claims_network():
+    from lemmacheck.errors import EstimatorError
+    from lemmacheck.registry import QUANTITIES
+
+    params = {"m": 16, "H": 2, "n": 3, "d": 4, "c_lambda": 0.5}
+    est = QUANTITIES.get("du2018-gradient-norm").obj
+    fc, res = (est(_context(params, network=n)).value for n in ("du2018-fc", "du2018-resnet"))
+    assert not torch.allclose(fc, res)
+    with pytest.raises(EstimatorError, match="du2018-fc"):
+        est(_context(params, network="zou2018"))
 
 
 def test_initialisation_distribution():

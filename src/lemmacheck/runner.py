@@ -225,9 +225,31 @@ def versions() -> dict[str, str]:
 
     from . import __version__
 
-    return {"lemmacheck": __version__, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__, "sympy": sympy.__version__,
-            "hypothesis": hypothesis.__version__}
+    out = {"lemmacheck": __version__, "python": platform.python_version(), "torch": torch.__version__,
+           "numpy": np.__version__, "scipy": scipy.__version__, "sympy": sympy.__version__,
+           "hypothesis": hypothesis.__version__}
+    commit = _source_commit()
+    if commit:
+        out["lemmacheck_commit"] = commit
+    return out
+
+
+def _source_commit() -> str | None:
+    """The git commit of an editable checkout ("+dirty" with uncommitted changes), so a stored run names the
+    exact estimator code; None for an installed wheel or without git."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                "src"], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
 
 
 def device_description() -> str:

@@ -4,9 +4,8 @@ Perturbation suprema (Lemmas A.3/A.4, B.3/B.4, C.3/C.4) are over the paper's per
 ‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R, searched by `search.maximise(..., norm="frobenius")` (random, gradient-aligned, projected ascent;
 the analogue of search.maximise, whose balls are spectral). A search only ever gives a lower estimate.
 
-Every estimator is registered once per architecture, named `<network>-<quantity>` (e.g. `du2018-fc-gram-
-least-eigenvalue-ratio`, `du2018-resnet-…`, `du2018-cnn-resnet-…`): the Context does not say which network a
-claim names, so the name carries it.
+Every estimator is registered once, as `du2018-<quantity>`, for the three networks du2018-fc, du2018-resnet and
+du2018-cnn-resnet; the claim's `network` (ctx.network) picks the architecture.
 
 Parameters (the paper's symbols): m (width), H (depth), n, d (input dimension; CNN: d0 channels and p pixels,
 the claim's inputs use d = "d0 * p", and q the patch size, default 3), c_lambda (ResNet/CNN, in (0, 1)),
@@ -36,7 +35,7 @@ from ..nets import du2018 as net
 from ..registry import QUANTITIES
 from ..search import maximise
 
-ARCHS = ((net.FC, "fc"), (net.RESNET, "resnet"), (net.CNN, "cnn"))
+KINDS = {net.FC: "fc", net.RESNET: "resnet", net.CNN: "cnn"}  # registered network name -> architecture
 # Gauss–Hermite nodes for λ₀, re-checked with twice as many: softplus, sigmoid, Swish and GELU converge to
 # ~1e-15 by 48 nodes; tanh/erf need ~128 (set args.nodes); the recorded change says which was reached.
 NODES = 64
@@ -462,16 +461,18 @@ ESTIMATORS: tuple[tuple[str, str, Callable[[str, Context], Observation]], ...] =
 )
 
 
-def _bind(fn: Callable[[str, Context], Observation], kind: str) -> Callable[[Context], Observation]:
+def _bind(fn: Callable[[str, Context], Observation]) -> Callable[[Context], Observation]:
     def estimator(ctx: Context) -> Observation:
+        kind = KINDS.get(ctx.network)
+        if kind is None:
+            raise EstimatorError(f"du2018 quantities need one of the networks {sorted(KINDS)}, got '{ctx.network}'")
         return fn(kind, ctx)
 
-    estimator.__name__ = f"{fn.__name__}_{kind}"
+    estimator.__name__ = fn.__name__
     estimator.__doc__ = fn.__doc__
     estimator.__module__ = __name__
     return estimator
 
 
-for _network, _kind in ARCHS:
-    for _name, _description, _fn in ESTIMATORS:
-        QUANTITIES.register(f"{_network}-{_name}", _description, networks=(_network,))(_bind(_fn, _kind))
+for _name, _description, _fn in ESTIMATORS:
+    QUANTITIES.register(f"du2018-{_name}", _description, networks=tuple(KINDS))(_bind(_fn))
