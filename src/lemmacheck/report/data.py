@@ -80,6 +80,14 @@ def duration_seconds(started: str | None, finished: str | None) -> float | None:
 
 # --------------------------------------------------------------------------------------------- claims
 
+def _shown_path(source: str) -> str:
+    """A published page names the claim file relative to the checkout, not the machine that ran it."""
+    try:
+        return str(Path(source).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return source
+
+
 def rebuild_claim(source: str, definition: dict[str, Any]) -> Claim:
     """The claim as it was run: its stored definition, parsed with its folder's extension (if still there)."""
     path = Path(source)
@@ -184,7 +192,7 @@ class ClaimView:
 
 def load_claim_view(store: Store, run_id: int, claim_id: str, slug: str, with_data: bool) -> ClaimView:
     source, definition = store.claim_definition(run_id, claim_id)
-    view = ClaimView(claim_id, slug, source, definition)
+    view = ClaimView(claim_id, slug, _shown_path(source), definition)
     try:
         view.claim = rebuild_claim(source, definition)
     except Exception as exc:  # noqa: BLE001  (a report must render whatever one claim does)

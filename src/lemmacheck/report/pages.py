@@ -508,7 +508,13 @@ def _configs_table(view: ClaimView) -> str:
             f'<td class="num" data-v="{_num_attr(c.bound)}">{esc(S.fmt(c.bound, 5))}</td>'
             f'<td class="num" data-v="{_num_attr(c.value_median)}">{esc(S.fmt(c.value_median, 5))}</td>'
             f'<td class="num" data-v="{_num_attr(c.seconds)}">{fmt_seconds(c.seconds)}</td></tr>')
-    return ('<h2>All configurations</h2><div class="tablewrap"><table class="sortable configs"><thead><tr>'
+    note = ""
+    chk = view.claim.check if view.claim else None
+    if chk is not None and chk.constants:
+        at = ", ".join(f"{k} = {S.fmt(chk.regime_constants.get(k, 1.0))}" for k in chk.constants)
+        note = (f'<p class="note">A scaling claim: bound, slack and violations below use the hidden constants at '
+                f"{esc(at)}; the verdict comes from the fit of the implied constant, not from these counts.</p>")
+    return ('<h2>All configurations</h2>' + note + '<div class="tablewrap"><table class="sortable configs"><thead><tr>'
             f'<th class="num" data-type="num">#</th>{head}<th data-type="num">in regime</th><th>verdict</th>'
             '<th class="num" data-type="num">slack min</th><th class="num" data-type="num">slack median</th>'
             '<th class="num" data-type="num">violations</th><th class="num" data-type="num">interval</th>'
@@ -533,6 +539,38 @@ def _change_note(view: ClaimView, cmp: Comparison | None) -> str:
     return (f'<div class="card changes"><b>Compared with run {esc(cmp.run_id)}</b> of <code>{esc(cmp.path)}</code>: '
             f"verdict {badge(ch.old_verdict or '')} → {badge(ch.new_verdict or '')} {change_badges(ch)}"
             f"{slack_txt}.</div>")
+
+
+def _scaling_explanation(verdict: str, relation: str) -> str:
+    grow = "shrinks" if relation in (">=", ">") else "grows"
+    return {
+        "violated": f"the implied constant Ĉ = quantity / shape significantly {grow} along the sweep: no single "
+                    "hidden constant fits every configuration",
+        "holds": f"the implied constant Ĉ = quantity / shape does not {grow[:-1]} beyond the tolerance along the "
+                 "sweep",
+        "inconclusive": "the fit cannot tell whether the implied constant stays bounded (interval straddles the "
+                        "tolerance, or too few configurations)",
+    }.get(verdict, VERDICT_TEXT.get(verdict, ""))
+
+
+def _scaling_facts(sc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The numbers a scaling verdict rests on: the slope nearest to deciding it, and the constants seen."""
+    facts = []
+    slopes, cis = sc.get("implied_constant_slopes") or {}, sc.get("slope_ci") or {}
+    if slopes:
+        k = max(slopes, key=lambda p: abs(slopes[p]))
+        lo, hi = cis.get(k, [math.nan, math.nan])
+        level = 100 * sc.get("interval_level", math.nan)
+        text = (f"{esc(S.fmt(slopes[k]))} in log {esc(k)}, {level:.0f}% interval [{esc(S.fmt(lo))}, "
+                f"{esc(S.fmt(hi))}] vs tolerance ±{esc(S.fmt(sc.get('tolerance')))}")
+        facts.append(("largest Ĉ slope", text))
+    consts = sc.get("implied_constant") or []
+    if consts:
+        text = (f"{esc(S.fmt(min(consts)))} to {esc(S.fmt(max(consts)))} across {len(consts)} configurations "
+                f"({esc(sc.get('statistic', 'mean-log'))})")
+        facts.append(("implied constant Ĉ", text))
+    facts.append(("fit over", esc(sc.get("regime", "all configurations"))))
+    return facts
 
 
 def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) -> str:
@@ -563,7 +601,11 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
             exp = '<span class="flag good">confirmed finding, still reproduced</span>'
         n_in = sum(1 for c in res.configs if c.in_regime)
         facts = []
-        if w is not None:
+        explain = VERDICT_TEXT.get(res.verdict, "")
+        if claim.mode == "scaling" and res.scaling:
+            explain = _scaling_explanation(res.verdict, claim.check.relation)
+            facts += _scaling_facts(res.scaling)
+        elif w is not None:
             facts += [("worst slack", f"{esc(S.fmt(w.slack_min, 4))}"
                        + ("" if w.in_regime else " (outside the stated regime)")),
                       ("violations there", (f"{w.violations} of {w.replicates}, rate interval {_interval(w)} "
@@ -577,7 +619,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         if claim.mode == "infeasible":
             facts.append(("why", esc(claim.infeasible)))
         body.append(f'<div class="card"><p>{badge(res.verdict, True)} {exp} '
-                    f'<span class="note">{esc(VERDICT_TEXT.get(res.verdict, ""))}</span></p>'
+                    f'<span class="note">{esc(explain)}</span></p>'
                     + (f'<ul class="plainlist">{flags}</ul>' if flags else "")
                     + '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
                     + "</dl>" + (f'<p class="note">{esc(res.message)}</p>' if res.message and

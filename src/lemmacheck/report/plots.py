@@ -325,6 +325,11 @@ def scaling_plot(view: ClaimView) -> tuple[str, str, str] | None:
              for g, lab in enumerate(labels)]
     if any(not c.in_regime for c in cfgs):
         items.append((S.swatch("#555", "hollow"), "configuration outside the stated regime"))
-    caption = (f"Implied constant Ĉ = quantity / ({sc.get('shape', '')}), the geometric mean over replicates "
-               "per configuration. If the claimed rate is right, Ĉ does not grow along the sweep.")
+    summary = {"max-log": "the largest over replicates (the worst case of an upper bound)",
+               "min-log": "the smallest over replicates (the worst case of a lower bound)"}.get(
+        sc.get("statistic", "mean-log"), "the geometric mean over replicates")
+    lower = view.claim is not None and view.claim.check is not None and view.claim.check.relation in (">=", ">")
+    direction = "shrink" if lower else "grow"
+    caption = (f"Implied constant Ĉ = quantity / ({sc.get('shape', '')}), {summary}, per configuration. "
+               f"If the claimed rate is right, Ĉ does not {direction} along the sweep.")
     return plot, S.legend(items), caption
