@@ -14,6 +14,7 @@ import pytest
 
 from conftest import NORM_CLAIM
 from lemmacheck.claims import load_claims, snapshot
+from lemmacheck.cli import main
 from lemmacheck.errors import ClaimError
 from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
 from lemmacheck.store import Store
@@ -86,6 +87,32 @@ def test_in_process_and_process_pool_give_identical_json(tmp_path, claims_dir):
     b = _run([claims_dir], tmp_path / "b.db", workers=2)
     assert _stable(a) == _stable(b)
     assert a["claims"][0]["configs"][0]["replicates"] == 40
+
+
+def test_dask_cluster_gives_the_same_json_as_in_process(tmp_path, claims_dir):
+    """Shards shipped to a Dask cluster (two worker processes) come back bit-identical."""
+    import distributed  # a dev dependency: CI installs it, so this test never skips
+
+    from lemmacheck.cluster import DaskExecutor
+
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    ref = _run([claims_dir], tmp_path / "ref.db")
+    claims, _ = load_claims([claims_dir])
+    store = Store(tmp_path / "dask.db")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        ex = DaskExecutor(client)
+        assert ex._max_workers == 2
+        run_id = run_claims(claims, store, executor=ex, paths=[str(claims_dir)])
+        ex.shutdown()
+        # the CLI connects by address, as a user would to a real cluster
+        out = tmp_path / "cli.json"
+        assert main(["run", str(claims_dir), "--db", str(tmp_path / "cli.db"), "--json", str(out),
+                     "--scheduler", cluster.scheduler_address]) == 0
+    got = run_json(store.run_info(run_id), evaluate(store, run_id, claims))
+    assert _stable(got) == _stable(ref)
+    cli = json.loads(out.read_text())
+    assert _stable(cli)["claims"] == _stable(ref)["claims"]
 
 
 def test_seed_changes_draws_and_repeats_exactly(tmp_path, claims_dir):

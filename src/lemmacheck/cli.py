@@ -62,13 +62,20 @@ def cmd_run(a: argparse.Namespace) -> int:
     store = Store(a.db)
     paths = sorted(str(Path(p)) for p in (a.paths or ["claims"]))
     progress = (lambda s: print(s, file=sys.stderr)) if a.verbose else None
+    executor = None
+    if a.scheduler:
+        from .cluster import DaskExecutor
+        executor = DaskExecutor(a.scheduler)
     try:
         run_id = run_claims(claims, store, profile=a.profile, seed=a.seed, workers=a.workers, resume=a.resume,
-                            update=a.update, paths=paths, progress=progress)
+                            update=a.update, paths=paths, progress=progress, executor=executor)
     except KeyboardInterrupt:
         print(f"\ninterrupted: completed shards are saved in {a.db}; rerun with --resume to continue",
               file=sys.stderr)
         return 130
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=False)
     results = evaluate(store, run_id, claims)
     doc = run_json(store.run_info(run_id), results)
     if a.json:
@@ -170,7 +177,9 @@ def parser() -> argparse.ArgumentParser:
     rn.add_argument("--seed", type=int, default=0)
     rn.add_argument("--db", default=DEFAULT_DB)
     rn.add_argument("--json")
-    rn.add_argument("--workers", type=int, default=1)
+    rn.add_argument("--workers", type=int, default=1, help="local worker processes (1: in this process)")
+    rn.add_argument("--scheduler", help="run shards on a Dask cluster at this address (tcp://host:8786) instead "
+                    "of local workers; needs lemmacheck[dask]")
     rn.add_argument("--resume", action="store_true", help="continue the last unfinished run with the same "
                     "seed, profile and paths")
     rn.add_argument("--update", action="store_true", help="bring the latest run with the same seed, profile and "
