@@ -295,8 +295,11 @@ def scaling_plot(view: ClaimView) -> tuple[str, str, str] | None:
     if claim is None or res is None or not res.scaling:
         return None
     sc = res.scaling
-    used = list(sc.get("configs_used", []))
-    consts = list(sc.get("implied_constant", []))
+    # plot every configuration (the fit over all of them, when the verdict's fit kept only in-regime ones):
+    # out-of-regime points are drawn hollow
+    every = sc.get("all_configs") or sc
+    used = list(every.get("configs_used", []))
+    consts = list(every.get("implied_constant", []))
     by_index = {c.index: c for c in res.configs}
     cfgs = [by_index[i] for i in used if i in by_index]
     if not cfgs or len(consts) != len(used):
