@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import NORM_CLAIM
-from lemmacheck.claims import load_claim, load_claims
+from lemmacheck.claims import load_claim, load_claims, load_paper
 from lemmacheck.errors import ClaimError
 
 
@@ -109,3 +109,49 @@ def test_extension_module_registers_a_quantity_without_touching_src(tmp_path):
         '[check]\nquantity = "test-ext-uniform"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
     claims, errors = load_claims([d])
     assert not errors and claims[0].check.quantity == "test-ext-uniform"
+
+
+PAPER = """
+key     = "toy"
+title   = "A toy paper"
+authors = "A. Author"
+venue   = "nowhere"
+scope   = "every numbered result"
+results = ["Lemma 1", "Lemma 2", "Theorem 3"]
+"""
+
+
+def test_paper_coverage_counts_sub_items_but_not_proof_claims(claims_dir):
+    (claims_dir / "_paper.toml").write_text(PAPER)
+    paper = load_paper(claims_dir)
+    done, missing = paper.coverage(["Lemma 1", "Theorem 3 (ii)", "Lemma 2 (proof, eq. 7)"])
+    assert done == ["Lemma 1", "Theorem 3"] and missing == ["Lemma 2"]
+    assert load_claims([claims_dir]) == ([], [])  # metadata is not a claim file
+
+
+@pytest.mark.parametrize("old,new,field,words", [
+    ('key     = "toy"', 'key     = "toi"', "key", "differs from the folder name"),
+    ('results = ["Lemma 1", "Lemma 2", "Theorem 3"]', 'results = ["Lemma 1", "Lemma 1"]', "results", "listed twice"),
+    ('results = ["Lemma 1", "Lemma 2", "Theorem 3"]', "results = []", "results", "non-empty list"),
+    ('title   = "A toy paper"', "", "title", "missing"),
+    ('scope   = "every numbered result"', 'scope   = "all"\ndoi = "x"', "doi", "unknown field"),
+])
+def test_malformed_paper_file_names_file_and_field(claims_dir, old, new, field, words):
+    (claims_dir / "_paper.toml").write_text(PAPER.replace(old, new))
+    with pytest.raises(ClaimError) as ei:
+        load_paper(claims_dir)
+    assert ei.value.field == field and "_paper.toml" in str(ei.value) and words in str(ei.value)
+
+
+def test_every_paper_in_the_suite_lists_its_results_and_every_claim_label_is_one_of_them():
+    """Keeps coverage honest as claims are added: a claim whose `result` matches no listed result (a typo,
+    or a result missing from _paper.toml) fails here."""
+    root = Path(__file__).resolve().parents[1] / "claims"
+    claims, errors = load_claims([root])
+    assert not errors
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        paper = load_paper(folder)
+        assert paper is not None, f"{folder}: no _paper.toml"
+        labels = [c.result for c in claims if c.paper == folder.name and "(proof" not in c.result]
+        unknown = [lab for lab in labels if not any(lab == r or lab.startswith(r + " (") for r in paper.results)]
+        assert not unknown, f"{folder.name}: claim labels not in _paper.toml: {unknown}"

@@ -128,6 +128,17 @@ REMOVED_CLAIM = INFEASIBLE_CLAIM.replace("theorem-3/global-convergence", "theore
     "Theorem 3", "Theorem 4")
 
 
+PAPER = f"""
+key     = "toy"
+title   = "A toy paper {XSS}"
+authors = "A. Author"
+venue   = "arXiv:0000.00000"
+link    = "https://arxiv.org/abs/0000.00000"
+scope   = "every numbered result"
+results = ["Lemma A.2", "Lemma A.10", "Theorem 3", "Lemma B.3", "Lemma B.4", "Corollary 5 {XSS}"]
+"""
+
+
 def _write(folder: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         p = folder / name
@@ -152,7 +163,7 @@ def make_site(root: Path) -> dict:
     old: telescoping bound 1 (holds), plus a claim that is removed later.
     new: telescoping bound 0.5 (violated: started failing), a new confirmed finding, a new scaling claim,
          the rest unchanged.
-    Different folders per version: `load_claim` caches by path.
+    Different folders per version, so each run keeps its own files. The new folder has a _paper.toml.
     """
     old_dir = _write(root / "old" / "claims", {
         "zou2018/norm.toml": NORM_CLAIM, "toy/telescoping.toml": SCALAR_CLAIM.replace("BOUND", "1"),
@@ -160,7 +171,7 @@ def make_site(root: Path) -> dict:
     new_dir = _write(root / "new" / "claims", {
         "zou2018/norm.toml": NORM_CLAIM, "toy/telescoping.toml": SCALAR_CLAIM.replace("BOUND", "0.5"),
         "toy/finding.toml": FINDING_CLAIM, "toy/infeasible.toml": INFEASIBLE_CLAIM,
-        "toy/scaling.toml": SCALING_CLAIM})
+        "toy/scaling.toml": SCALING_CLAIM, "toy/_paper.toml": PAPER})
     old_db, new_db = root / "old.db", root / "new.db"
     _run(old_dir, old_db)
     run_id = _run(new_dir, new_db)
@@ -500,3 +511,14 @@ def test_every_sympy_bound_survives_the_sanitizer(text):
 
     out = sympy_mathml(parse(text, {"m", "n"}).mathml)
     assert out.startswith("<math>") and "<mi>m</mi>" in out
+
+
+def test_index_shows_each_papers_coverage_of_its_results(site):
+    index = site["index"].read_text()
+    # toy: 4 of the 6 listed results have a claim (Lemma A.10 through the finding claim)
+    assert '<a href="#paper-toy">toy</a></td><td class="num" title="not yet encoded: Lemma B.4, Corollary 5 ' in index
+    assert "4 / 6</td>" in index
+    assert "Not yet encoded (2): Lemma B.4, Corollary 5 &lt;script&gt;" in index
+    assert "A toy paper &lt;script&gt;" in index and "<code>arxiv.org/abs/0000.00000</code>" in index
+    # a paper without _paper.toml shows no coverage figure rather than a made-up one
+    assert '<a href="#paper-zou2018">zou2018</a></td><td class="num">–</td>' in index

@@ -29,6 +29,7 @@ RELATIONS = ("<=", "<", ">=", ">")
 SEARCHES = ("none", "exact", "random", "gradient", "adversarial", "exhaustive")
 PROFILES = ("quick", "full")
 EXTENSION_FILE = "extension.py"  # a claims folder's own settings/quantities, imported before its claims
+PAPER_FILE = "_paper.toml"  # a claims folder's paper: citation and the list of its results (for coverage)
 
 _TOP_FIELDS = {
     "id", "paper", "result", "title", "statement", "kind", "network", "inputs", "params", "check",
@@ -419,6 +420,56 @@ def load_claim(path: str | Path) -> Claim:
     except OSError as exc:
         raise ClaimError(path, "<file>", f"cannot read: {exc}") from None
     return parse_claim(raw, path)
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper's metadata (claims/<paper>/_paper.toml): what it is, and every formal result it states, in order."""
+    key: str
+    title: str
+    authors: str
+    venue: str
+    link: str
+    scope: str
+    results: tuple[str, ...]
+    source: Path
+
+    def coverage(self, labels: list[str]) -> tuple[list[str], list[str]]:
+        """(encoded, missing) results given claims' `result` labels. A claim covers a result when its label is
+        the result's, or the result's with a sub-item such as "(ii)"; an embedded "(proof, ...)" claim does not
+        count as encoding the result itself."""
+        own = {lab for lab in labels if "(proof" not in lab}
+        done = [r for r in self.results if r in own or any(lab.startswith(r + " (") for lab in own)]
+        return done, [r for r in self.results if r not in done]
+
+
+def load_paper(folder: Path) -> Paper | None:
+    """The folder's paper metadata, None if it has none; a malformed file is a ClaimError naming the field."""
+    path = folder / PAPER_FILE
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ClaimError(path, "<toml>", f"not valid TOML: {exc}") from None
+    known = {"key", "title", "authors", "venue", "link", "scope", "results"}
+    for k in raw:
+        if k not in known:
+            raise ClaimError(path, k, "unknown field", f"one of {sorted(known)}")
+    for k in ("key", "title", "authors", "venue", "scope"):
+        if not isinstance(raw.get(k), str) or not raw[k].strip():
+            raise ClaimError(path, k, "missing or not a non-empty string")
+    if raw["key"] != folder.name:
+        raise ClaimError(path, "key", f"'{raw['key']}' differs from the folder name '{folder.name}'")
+    results = raw.get("results")
+    if not isinstance(results, list) or not results or not all(isinstance(r, str) and r for r in results):
+        raise ClaimError(path, "results", "expected a non-empty list of result labels, e.g. [\"Lemma A.1\"]")
+    dup = sorted({r for r in results if results.count(r) > 1})
+    if dup:
+        raise ClaimError(path, "results", f"listed twice: {dup}")
+    return Paper(raw["key"], raw["title"], raw["authors"], raw["venue"], str(raw.get("link", "")), raw["scope"],
+                 tuple(results), path)
 
 
 def snapshot(claim: Claim) -> str:

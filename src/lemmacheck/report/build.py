@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..claims import Paper, load_paper
+from ..errors import ClaimError
 from ..summary import _num, run_json
 from . import pages
 from .data import (
@@ -96,6 +98,21 @@ def _remove_stale(claims_dir: Path, keep: set[str]) -> None:
             p.unlink()
 
 
+def _papers(views: list[ClaimView], notes: list[str]) -> dict[str, Paper]:
+    """Each paper's _paper.toml, found beside its claim files; a malformed one becomes a note, not a crash."""
+    out: dict[str, Paper] = {}
+    folders = {v.paper: (v.claim.source.parent if v.claim else Path(v.source).parent) for v in views}
+    for key, folder in sorted(folders.items()):
+        try:
+            paper = load_paper(folder)
+        except ClaimError as exc:
+            notes.append(f"Paper metadata not used: {exc}")
+            continue
+        if paper is not None:
+            out[key] = paper
+    return out
+
+
 def build_report(db: str | Path, out: str | Path, compare: str | Path | None = None, *,
                  run_id: int | None = None) -> Path:
     """Render the report of `run_id` (default: the latest finished run) of the store `db` into `out`.
@@ -135,8 +152,9 @@ def build_report(db: str | Path, out: str | Path, compare: str | Path | None = N
             doc["not_evaluated"] = broken
         _write(out / "results.json", json.dumps(_num(doc), indent=1, allow_nan=False) + "\n")
         _write(out / "results.csv", _csv(views))
+        papers = _papers(views, notes)
         index = out / "index.html"
-        _write(index, pages.index_page(info, views, cmp, removed, notes))
+        _write(index, pages.index_page(info, views, cmp, removed, notes, papers))
         return index
     finally:
         store.close()

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import sympy
 
+from ..claims import Paper
 from ..stats import DEFAULT_ALPHA
 from . import plots
 from . import svg as S
@@ -143,7 +144,8 @@ def change_badges(ch) -> str:
 # --------------------------------------------------------------------------------------------- index
 
 def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | None,
-               removed: list[OldClaim], notes: list[str]) -> str:
+               removed: list[OldClaim], notes: list[str], papers_info: dict[str, Paper] | None = None) -> str:
+    papers_info = papers_info or {}
     papers: dict[str, list[ClaimView]] = {}
     for v in sorted(views, key=lambda v: (v.paper, label_key(v.label), v.claim_id)):
         papers.setdefault(v.paper, []).append(v)
@@ -187,15 +189,22 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         tot["unexpected"] += unexpected
         tot["all"] += len(vs)
         rows.append(_coverage_row(f'<a href="#paper-{esc(_anchor(p))}">{esc(p)}</a>', cnt, other, unexpected,
-                                  len(vs)))
+                                  len(vs), _encoded_cell(papers_info.get(p), vs)))
+    enc = [papers_info[p].coverage([v.label for v in vs]) for p, vs in papers.items() if p in papers_info]
+    all_enc = (f'<td class="num">{sum(len(d) for d, _ in enc)} / {sum(len(d) + len(m) for d, m in enc)}</td>'
+               if enc else '<td class="num">–</td>')
     rows.append(_coverage_row("<b>all</b>", {k: tot[k] for k in COUNTED}, tot["other"], tot["unexpected"],
-                              tot["all"]))
+                              tot["all"], all_enc))
     body.append('<h2>Coverage</h2><div class="tablewrap"><table class="coverage"><thead><tr><th>paper</th>'
+                '<th class="num" title="the paper\'s formal results that have at least one claim file '
+                '(from claims/&lt;paper&gt;/_paper.toml)">results encoded</th>'
                 + "".join(f'<th class="num">{k}</th>' for k in COUNTED)
                 + '<th class="num" title="inconclusive scaling fits, errors">other</th>'
                   '<th class="num" title="verdict differs from the claim\'s expectation, or estimator errors">'
                   'unexpected</th><th class="num">claims</th><th>distribution</th></tr></thead><tbody>'
-                + "".join(rows) + "</tbody></table></div>")
+                + "".join(rows) + "</tbody></table></div>"
+                + '<p class="note">Verdict counts are per claim file; a result may have several claims (both '
+                  "printed forms, corrected variants, claims embedded in its proof).</p>")
 
     # Filter controls and one table per paper.
     opts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in COUNTED + ["n/a", "error"]
@@ -219,8 +228,10 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         trs = [_index_row(i, v, cmp is not None) for i, v in enumerate(vs)]
         body.append(f'<section class="paper" id="paper-{esc(_anchor(p))}"><h3>{esc(p)} '
                     f'<span class="small">{len(vs)} claims · {esc(summary)}</span></h3>'
-                    f'<div class="tablewrap"><table class="claims sortable"><thead><tr>{head}</tr></thead>'
-                    f"<tbody>{''.join(trs)}</tbody></table></div></section>")
+                    + _citation(papers_info.get(p))
+                    + f'<div class="tablewrap"><table class="claims sortable"><thead><tr>{head}</tr></thead>'
+                    f"<tbody>{''.join(trs)}</tbody></table></div>"
+                    + _missing(papers_info.get(p), vs) + "</section>")
 
     body.append(_run_section(info, dur, total_s))
     body.append(_legend_section())
@@ -231,7 +242,36 @@ def _anchor(p: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", p)
 
 
-def _coverage_row(name: str, cnt: dict[str, int], other: int, unexpected: int, total: int) -> str:
+def _citation(paper: Paper | None) -> str:
+    if paper is None:
+        return ""
+    # The address is shown as text, not linked: the published pages reference nothing outside themselves.
+    where = re.sub(r"^[a-z]+://", "", paper.link)
+    return (f'<p class="small">{esc(paper.authors)}. <i>{esc(paper.title)}</i>. {esc(paper.venue)}.'
+            + (f" <code>{esc(where)}</code>" if where else "") + "</p>")
+
+
+def _encoded_cell(paper: Paper | None, vs: list[ClaimView]) -> str:
+    if paper is None:
+        return '<td class="num">–</td>'
+    done, missing = paper.coverage([v.label for v in vs])
+    tip = f"not yet encoded: {', '.join(missing)}" if missing else "every listed result has a claim"
+    return f'<td class="num" title="{esc(tip)}">{len(done)} / {len(paper.results)}</td>'
+
+
+def _missing(paper: Paper | None, vs: list[ClaimView]) -> str:
+    if paper is None:
+        return ""
+    done, missing = paper.coverage([v.label for v in vs])
+    if not missing:
+        return (f'<p class="note">All {len(paper.results)} formal results of the paper have a claim '
+                f"({esc(paper.scope)}).</p>")
+    return (f'<p class="note">{len(done)} of {len(paper.results)} formal results encoded ({esc(paper.scope)}). '
+            f"Not yet encoded ({len(missing)}): {esc(', '.join(missing))}.</p>")
+
+
+def _coverage_row(name: str, cnt: dict[str, int], other: int, unexpected: int, total: int,
+                  encoded: str = "") -> str:
     segs = []
     for k in COUNTED:
         if cnt[k]:
@@ -242,7 +282,7 @@ def _coverage_row(name: str, cnt: dict[str, int], other: int, unexpected: int, t
                     f'title="{other} other"></span>')
     cells = "".join(f'<td class="num">{cnt[k] or ""}</td>' for k in COUNTED)
     warn = f'<b style="color:var(--violated)">{unexpected}</b>' if unexpected else ""
-    return (f"<tr><td>{name}</td>{cells}<td class=\"num\">{other or ''}</td><td class=\"num\">{warn}</td>"
+    return (f"<tr><td>{name}</td>{encoded}{cells}<td class=\"num\">{other or ''}</td><td class=\"num\">{warn}</td>"
             f'<td class="num">{total}</td><td><div class="bar">{"".join(segs)}</div></td></tr>')
 
 
