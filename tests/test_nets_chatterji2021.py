@@ -97,6 +97,36 @@ def test_loss_gradient_matches_autograd(name, L):
 
 
 @pytest.mark.parametrize("name", ACTS)
+def test_scaled_loss_gradient_is_the_gradient_in_log_scale(name):
+    X, y, Vs, act = setup(seed=3, act=name, L=2)
+    grads, _, _ = ch.loss_gradients(Vs, X, y, act)
+    scaled, s, _ = ch.scaled_loss_gradients(Vs, X, y, act)
+    for g, gs in zip(grads, scaled):
+        torch.testing.assert_close(torch.exp(s)[:, None, None] * gs, g, rtol=1e-12, atol=1e-14)
+
+
+def test_gradient_upper_ratio_survives_underflow_of_the_loss():
+    """scale 40, L = 3, labels = sign(f): margins in the thousands, so J and grad J underflow to 0 in float64 (the
+    plain ratio is 0/0). Oracle for that regime: g_s = e^{-m_s}(1 + O(e^{-m})) and J = (1/n) sum_s e^{-m_s}
+    (1 + O(e^{-m})), so the ratio is ||sum_s y_s w_s grad f_s|| / (sqrt((L+1)p) ||V||^(L+1)) with w = softmax(-m),
+    from per-sample gradients (another code path)."""
+    from lemmacheck.quantities.chatterji2021 import lemma_4_3_ratio
+
+    X, _, Vs, act = setup(seed=4, act="huberized-relu", L=3, scale=40.0, p=16)
+    fwd = ch.forward(Vs, X, act)
+    y = torch.sign(fwd.out)
+    m = ch.margins(fwd.out, y)
+    assert float(m.min()) > 800 and float(ch.loss(fwd.out, y).max()) == 0.0  # truly underflowed
+    w = torch.softmax(-m, dim=-1)
+    per = ch.output_gradients(fwd, ch.backward(Vs, fwd)[0])
+    comb = [torch.einsum("rn,rn...->r...", y * w, g) for g in per]
+    ref = ch.collective_norm(comb) / (math.sqrt(4 * 16) * ch.collective_norm(Vs) ** 4)
+    ratio, log_j, _ = lemma_4_3_ratio(Vs, X, y, act)
+    assert bool(torch.isfinite(log_j).all()) and float(log_j.max()) < -700
+    torch.testing.assert_close(ratio, ref, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("name", ACTS)
 def test_alignment_identity_of_lemma_b18(name):
     """Proof of Lemma B.18 (exact for any V and differentiable φ):
     −∇_{V_ℓ}J_s · V_ℓ = g_s y_s [f_s + Σ_{k=ℓ}^{L} (u_k ⊙ φ'(u_k) − φ(u_k)) · b_k],  −∇_{V_{L+1}}J_s · V_{L+1} = g_s y_s f_s,

@@ -15,7 +15,7 @@ import pytest
 from conftest import NORM_CLAIM
 from lemmacheck.claims import load_claims, snapshot
 from lemmacheck.cli import main
-from lemmacheck.errors import ClaimError
+from lemmacheck.errors import ClaimError, LemmacheckError
 from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
 from lemmacheck.store import Store
 from lemmacheck.summary import run_json
@@ -227,6 +227,12 @@ def test_update_reruns_changed_claims_only_and_tracks_added_and_deleted_files(tm
     assert '"1.01*B"' in store.stored_definition(run_id, "toy/lemma-2/norm")
     assert len(shard_rows("toy/lemma-2/norm")) == len(shard_rows("toy/lemma-3/norm")) == len(kept)
     assert store.run_info(run_id)["finished"] is not None
+    # --rerun: a fixed estimator's claim is drawn again although its file did not change
+    run_claims(load_claims([claims_dir])[0], store, update=True, rerun=["toy/lemma-1/norm"], paths=paths)
+    redrawn = shard_rows("toy/lemma-1/norm")
+    assert [r[:3] for r in redrawn] == [r[:3] for r in kept] and redrawn != kept  # same draws, new timings
+    with pytest.raises(LemmacheckError, match="not being run"):
+        run_claims(load_claims([claims_dir])[0], store, update=True, rerun=["toy/nope"], paths=paths)
     a.unlink()
     run_claims(load_claims([claims_dir])[0], store, update=True, paths=paths)
     assert store.claim_ids(run_id) == ["toy/lemma-2/norm", "toy/lemma-3/norm"] and not shard_rows("toy/lemma-1/norm")

@@ -68,7 +68,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         executor = DaskExecutor(a.scheduler)
     try:
         run_id = run_claims(claims, store, profile=a.profile, seed=a.seed, workers=a.workers, resume=a.resume,
-                            update=a.update, paths=paths, progress=progress, executor=executor)
+                            update=a.update or bool(a.rerun), rerun=a.rerun, paths=paths, progress=progress,
+                            executor=executor)
     except KeyboardInterrupt:
         print(f"\ninterrupted: completed shards are saved in {a.db}; rerun with --resume to continue",
               file=sys.stderr)
@@ -185,6 +186,8 @@ def parser() -> argparse.ArgumentParser:
     rn.add_argument("--update", action="store_true", help="bring the latest run with the same seed, profile and "
                     "paths (finished or not) up to date with the claim files: re-run changed claims, add new "
                     "ones, drop deleted ones, keep the rest (estimator code changes are not detected)")
+    rn.add_argument("--rerun", action="append", default=[], metavar="ID",
+                    help="with --update semantics, also redraw this claim (after fixing its estimator); repeatable")
     rn.add_argument("--report", help="also write the HTML report to this folder")
     rn.add_argument("-v", "--verbose", action="store_true")
     rn.set_defaults(fn=cmd_run)

@@ -26,7 +26,7 @@ import torch
 
 from .claims import Claim, Param, claim_from_snapshot, snapshot
 from .context import DTYPES, Context
-from .errors import EstimatorError
+from .errors import EstimatorError, LemmacheckError
 from .registry import QUANTITIES
 from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence
 from .store import ShardRecord, Store
@@ -257,20 +257,22 @@ def device_description() -> str:
 
 
 def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", seed: int = 0, workers: int = 1,
-               resume: bool = False, update: bool = False, paths: list[str] | None = None,
-               executor: Executor | None = None, progress: Callable[[str], None] | None = None) -> int:
+               resume: bool = False, update: bool = False, rerun: Iterable[str] = (),
+               paths: list[str] | None = None, executor: Executor | None = None,
+               progress: Callable[[str], None] | None = None) -> int:
     """Run every claim's planned shards that are not yet in the store; return the run id.
 
     `resume` continues the last unfinished run with the same seed, profile and paths (refusing a claim
     whose file changed since). `update` brings the latest such run, finished or not, up to date with the
     claim files: changed claims are re-run from scratch, new ones added, deleted ones dropped, untouched
-    ones kept. Neither notices changes to estimator code: start a new run after changing one."""
+    ones kept. Neither notices changes to estimator code: start a new run after changing one, or name the
+    claims it affects in `rerun` (with `update`: their stored shards are dropped and drawn again)."""
     paths = paths if paths is not None else sorted(c.id for c in claims)
     run_id = None
     if update:
         run_id = store.find_latest(seed, profile, paths)
         if run_id is not None:
-            _update_run(store, run_id, claims)
+            _update_run(store, run_id, claims, set(rerun))
     elif resume:
         run_id = store.find_resumable(seed, profile, paths)
     if run_id is None:
@@ -309,12 +311,15 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     return run_id
 
 
-def _update_run(store: Store, run_id: int, claims: list[Claim]) -> None:
+def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str]) -> None:
+    unknown = rerun - {c.id for c in claims}
+    if unknown:
+        raise LemmacheckError(f"--rerun names claims that are not being run: {sorted(unknown)}")
     store.reopen_run(run_id)
     current = {c.id: snapshot(c) for c in claims}
     for cid in store.claim_ids(run_id):
-        if current.get(cid) != store.stored_definition(run_id, cid):
-            store.forget_claim(run_id, cid)  # deleted or changed: its shards describe another claim
+        if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid):
+            store.forget_claim(run_id, cid)  # deleted, changed or asked for: its shards describe another claim
 
 
 def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:

@@ -150,6 +150,21 @@ def loss_gradients(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
     return grads, fwd, deltas
 
 
+def scaled_loss_gradients(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
+                          act: Activation) -> tuple[list[torch.Tensor], torch.Tensor, Forward]:
+    """∇J = e^{s} G per replicate, returned as (G, s, forward pass), for the tiny-loss regime where the weights
+    g_s = sigmoid(−m_s) (and so ∇J itself) underflow float64: s = max_s log g_s is kept in log space
+    (log g_s = logsigmoid(−m_s) is exact) and G uses g_s e^{−s} ∈ (0, 1]."""
+    fwd = forward(Vs, X, act)
+    deltas, _ = backward(Vs, fwd)
+    log_g = torch.nn.functional.logsigmoid(-margins(fwd.out, y))
+    s = log_g.amax(-1)
+    c = -y * torch.exp(log_g - s.unsqueeze(-1)) / X.shape[-2]
+    grads = [torch.einsum("rn,rnp,rnq->rpq", c, d, x) for d, x in zip(deltas, fwd.x[:-1])]
+    grads.append(torch.einsum("rn,rnp->rp", c, fwd.x[-1]).unsqueeze(1))
+    return grads, s, fwd
+
+
 # ----------------------------------------------------------------------------------- the paper's constants
 
 def threshold(n: int, L: int) -> float:

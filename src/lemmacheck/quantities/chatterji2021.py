@@ -142,14 +142,25 @@ def activation_contraction(ctx: Context) -> Observation:
                      "min{J(V), 1}), valid where ||V|| >= sqrt(L + 1/2)", networks=NET)
 def gradient_upper_ratio(ctx: Context) -> Observation:
     X, y, act, Vs, ok = _problem(ctx)
-    L, p = ctx.i("L"), ctx.i("p")
-    grads, fwd, _ = net.loss_gradients(Vs, X, y, act)
-    nV = net.collective_norm(Vs)
-    J = net.loss(fwd.out, y)
-    bound = math.sqrt((L + 1) * p) * nV ** (L + 1) * torch.clamp(J, max=1.0)
+    L = ctx.i("L")
+    ratio, log_j, nV = lemma_4_3_ratio(Vs, X, y, act)
     valid = ok & (nV >= math.sqrt(L + 0.5))
-    return Observation(net.collective_norm(grads) / bound, valid=valid, extras={"J": J, "norm_V": nV},
-                       method=f"closed-form gradient; weights = {ctx.arg('weights', 'init')}")
+    return Observation(ratio, valid=valid, extras={"log_J": log_j, "norm_V": nV},
+                       method=f"closed-form gradient, ratio in log space; weights = {ctx.arg('weights', 'init')}")
+
+
+def lemma_4_3_ratio(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
+                    act: net.Activation) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(||grad J|| / (sqrt((L+1)p) ||V||^{L+1} min{J, 1}), log J, ||V||). Large ||V|| makes every margin huge, so
+    J and the gradient both underflow (0/0): the ratio is formed in log space, ||grad J|| = e^s ||G|| and
+    log min{J, 1} = min{log J, 0}."""
+    L, p = len(Vs) - 1, X.shape[-1]
+    grads, s, fwd = net.scaled_loss_gradients(Vs, X, y, act)
+    nV = net.collective_norm(Vs)
+    log_j = net.log_loss(fwd.out, y)
+    log_ratio = (s + torch.log(net.collective_norm(grads)) - 0.5 * math.log((L + 1) * p)
+                 - (L + 1) * torch.log(nV) - torch.clamp(log_j, max=0.0))
+    return torch.exp(log_ratio), log_j, nV
 
 
 def _small_loss_state(ctx: Context):
