@@ -46,6 +46,8 @@ def test_valid_claim_loads(claims_dir):
     # a hidden-constant claim is a scaling law: a profile that does not sweep cannot fit one
     ('bound       = "B"', 'bound       = "C * B"\nconstants = ["C"]\n', "profiles.quick", "needs a sweep"),
     ('relation    = "<="', 'relation    = "<="\nstatistic = "min-log"', "check.statistic", "wrong tail"),
+    ('probability = "1 - delta"', 'probability = "always"\nstatistic = "tail-log"', "check.statistic",
+     "needs a stated failure probability"),
 ])
 def test_malformed_claim_names_file_and_field(claims_dir, old, new, field, words):
     assert old in NORM_CLAIM

@@ -321,6 +321,13 @@ def test_fit_scaling_worst_case_reductions_track_the_tail_not_the_centre():
     assert top.ci_low[0] < top.ci_high[0]  # resampling the extreme still gives an interval
     with pytest.raises(ValueError, match="reduce"):
         fit_scaling(["x"], np.log(xs), up, reduce="median")
+    # the 0.95 quantile follows the tail too, and equals numpy's quantile per configuration
+    q95 = fit_scaling(["x"], np.log(xs), up, alpha=0.01, reduce="quantile", levels=[0.95] * len(xs))
+    y = np.array([np.quantile(u, 0.95) for u in up])
+    slope = np.polyfit(np.log(xs), y, 1)[0]
+    assert q95.slopes[0] == pytest.approx(slope, rel=1e-9) and q95.slopes[0] > 0.25
+    with pytest.raises(ValueError, match="one level"):
+        fit_scaling(["x"], np.log(xs), up, reduce="quantile")
 
 
 def test_fit_scaling_interval_width_matches_ols_standard_error():

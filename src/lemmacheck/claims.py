@@ -350,9 +350,13 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     # probability 1 - δ defaults to the typical draw (mean of log Ĉ).
     worst = "max-log" if relation in ("<=", "<") else "min-log"
     statistic = check_raw.get("statistic", worst if prob == "always" else "mean-log")
-    if statistic not in ("mean-log", "max-log", "min-log"):
-        raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported", "mean-log, max-log or min-log")
-    if statistic != "mean-log" and statistic != worst:
+    if statistic not in ("mean-log", "max-log", "min-log", "tail-log"):
+        raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported",
+                         "mean-log, tail-log (the stated 1 - delta tail), max-log or min-log")
+    if statistic == "tail-log" and prob == "always":
+        raise ClaimError(path, "check.statistic", "tail-log needs a stated failure probability",
+                         f"'{worst}' for a claim about every draw")
+    if statistic in ("max-log", "min-log") and statistic != worst:
         raise ClaimError(path, "check.statistic", f"'{statistic}' tracks the wrong tail for relation '{relation}'",
                          f"'{worst}' (the worst case of this inequality) or 'mean-log'")
     inputs = raw.get("inputs", {})

@@ -30,6 +30,7 @@ import numbers
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy import optimize, special
@@ -219,12 +220,15 @@ def fit_scaling(
     alpha: float = 0.05,
     seed: int = 0,
     reduce: str = "mean",
+    levels: Sequence[float] | None = None,
 ) -> ScalingFit:
     """Fit ``log y = c + sum_k e_k log x_k`` by least squares over configurations.
 
     ``log_x`` has shape ``(J, P)`` (a 1-D array is accepted when ``P == 1``); ``samples[j]`` holds the
     per-replicate values of ``log y`` at configuration ``j``, and the response of configuration ``j``
-    is their mean (``reduce="max"`` / ``"min"``: their largest / smallest, to track a worst case).
+    is their mean (``reduce="max"`` / ``"min"``: their largest / smallest, to track a worst case;
+    ``reduce="quantile"``: their empirical quantile at ``levels[j]``, to track a stated tail such as the
+    1 - delta quantile of a "with probability 1 - delta" claim).
     Intervals are bootstrap percentile intervals at level ``1 - alpha``: replicates are resampled
     *within* each configuration (stratified, so the design stays fixed), the same reduction is applied,
     the model is refitted, and the ``alpha/2`` and ``1 - alpha/2`` quantiles of each slope are taken.
@@ -284,10 +288,15 @@ def fit_scaling(
         # lstsq would silently return the minimum-norm solution, splitting one effect arbitrarily.
         raise ValueError(f"columns of log_x are collinear (with each other or the intercept): {names_t}")
 
-    if reduce not in _REDUCERS:
-        raise ValueError(f"reduce must be one of {sorted(_REDUCERS)}, got {reduce!r}")
-    stat = _REDUCERS[reduce]
-    y = np.array([stat(values) for values in reps])
+    if reduce == "quantile":
+        if levels is None or len(levels) != n_configs or not all(0.0 <= q <= 1.0 for q in levels):
+            raise ValueError("reduce='quantile' needs one level in [0, 1] per configuration")
+        stats = [partial(np.quantile, q=float(q)) for q in levels]
+    elif reduce in _REDUCERS:
+        stats = [_REDUCERS[reduce]] * n_configs
+    else:
+        raise ValueError(f"reduce must be one of {sorted(_REDUCERS) + ['quantile']}, got {reduce!r}")
+    y = np.array([stat(values) for stat, values in zip(stats, reps)])
     coef, _, _, _ = np.linalg.lstsq(design, y, rcond=None)
     residuals = y - design @ coef
     dof = n_configs - n_params - 1
@@ -298,7 +307,7 @@ def fit_scaling(
     y_boot = np.empty((n_configs, n_boot))
     for j, values in enumerate(reps):
         idx = rng.integers(0, values.size, size=(n_boot, values.size))
-        y_boot[j] = stat(values[idx], axis=1)
+        y_boot[j] = stats[j](values[idx], axis=1)
     coef_boot, _, _, _ = np.linalg.lstsq(design, y_boot, rcond=None)  # one solve for all resamples
     slopes_boot = coef_boot[1:]
     ci_low = np.quantile(slopes_boot, alpha / 2, axis=1)

@@ -162,7 +162,7 @@ def _aggregate(verdicts: list[str]) -> str | None:
 
 
 # check.statistic -> how a configuration's log Ĉ samples are summarised (stats.fit_scaling's `reduce`)
-STATISTIC_REDUCE = {"mean-log": "mean", "max-log": "max", "min-log": "min"}
+STATISTIC_REDUCE = {"mean-log": "mean", "max-log": "max", "min-log": "min", "tail-log": "quantile"}
 
 
 def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
@@ -191,8 +191,8 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     assert chk is not None
     shape = chk.bound.with_constants({c: 1.0 for c in chk.constants})
     how = STATISTIC_REDUCE[chk.statistic]
-    reduce = getattr(np, how)
-    rows, resp, used = [], [], []
+    upper = chk.relation in ("<=", "<")
+    rows, resp, used, levels = [], [], [], []
     for cfg, vals in zip(configs, samples):
         b = shape.evaluate(cfg.params)
         vals = vals[np.isfinite(vals) & (vals > 0)]
@@ -202,17 +202,24 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         rows.append(cfg.params)
         resp.append(logc)
         used.append(cfg.index)
+        # tail-log: the stated tail, the 1 - delta quantile of an upper bound (delta of a lower one)
+        levels.append(1.0 - cfg.delta if upper else cfg.delta)
+
+    def reduce(r: np.ndarray, q: float) -> float:
+        return float(np.quantile(r, q)) if how == "quantile" else float(getattr(np, how)(r))
+
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
                            "statistic": chk.statistic,
-                           "configs_used": used, "implied_constant": [float(np.exp(reduce(r))) for r in resp],
+                           "configs_used": used, "implied_constant": [float(np.exp(reduce(r, q))) for r, q in zip(resp, levels)],
                            "fitted": False}
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out
     log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
     try:
-        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce=how)
+        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce=how,
+                          levels=levels if how == "quantile" else None)
     except ValueError as exc:  # e.g. two swept parameters that move together: their exponents are not separable
         out.update(verdict="inconclusive", reason=f"scaling fit impossible: {exc}")
         return out

@@ -329,7 +329,9 @@ def scaling_plot(view: ClaimView) -> tuple[str, str, str] | None:
     if any(not c.in_regime for c in cfgs):
         items.append((S.swatch("#555", "hollow"), "configuration outside the stated regime"))
     summary = {"max-log": "the largest over replicates (the worst case of an upper bound)",
-               "min-log": "the smallest over replicates (the worst case of a lower bound)"}.get(
+               "min-log": "the smallest over replicates (the worst case of a lower bound)",
+               "tail-log": "the stated tail over replicates (the 1 − δ quantile of an upper bound, δ of a lower one)"
+               }.get(
         sc.get("statistic", "mean-log"), "the geometric mean over replicates")
     lower = view.claim is not None and view.claim.check is not None and view.claim.check.relation in (">=", ">")
     direction = "shrink" if lower else "grow"
