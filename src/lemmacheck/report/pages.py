@@ -379,7 +379,8 @@ def _run_section(info: dict[str, Any], dur: float | None, total_s: float) -> str
         ("profile", esc(info["profile"])),
         ("started", esc(info.get("started") or "–")),
         ("finished", esc(info.get("finished") or "unfinished")),
-        ("duration", fmt_seconds(dur) if dur is not None else "–"),
+        ("wall-clock span", (fmt_seconds(dur) + " (start to finish, including any pause before a --resume or "
+                             "--update)") if dur is not None else "–"),
         ("estimator time", f"{fmt_seconds(total_s)} (sum over shards)"),
         ("machine", esc(info.get("device", ""))),
         ("versions", vers),
