@@ -224,7 +224,7 @@ def test_index_lists_every_claim_with_a_page(site):
     for label in ("Theorem 5.1 (i)", "Lemma A.2", "Lemma A.10", "Theorem 3", "Lemma B.3"):
         assert f">{label}</a>" in index
     # Run facts and per-paper coverage counts.
-    for fact in ("seed", "profile", "versions", "machine", "started", "finished", "duration"):
+    for fact in ("seed", "profile", "versions", "machine", "started", "finished", "wall-clock span"):
         assert f"<dt>{fact}</dt>" in index
     assert 'id="paper-toy"' in index and 'id="paper-zou2018"' in index
 
