@@ -1,0 +1,61 @@
+"""Print a paper's results table (markdown) from a quick-profile and a full-profile store.
+
+    python scripts/paper_table.py zou2018 .lemmacheck/quick.db .lemmacheck/full.db
+
+One row per claim, in the paper's label order: verdict and flags (other than "conditioned") per profile; for
+explicit-constant claims the configurations in regime and the smallest in-regime slack, for scaling claims the
+implied-constant slopes with their intervals. The claim papers' READMEs paste this table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lemmacheck.claims import load_claims
+from lemmacheck.report.data import label_key
+from lemmacheck.runner import evaluate
+from lemmacheck.store import Store
+from lemmacheck.verdicts import ClaimResult
+
+
+def cell(res: ClaimResult | None) -> str:
+    if res is None:
+        return "not run"
+    flags = [f for f in res.flags if f != "conditioned"]
+    text = res.verdict + (f" ({', '.join(flags)})" if flags else "")
+    sc = res.scaling
+    if sc and sc.get("fitted"):
+        slopes = "; ".join(f"{k} {v:+.2f} [{sc['slope_ci'][k][0]:+.2f}, {sc['slope_ci'][k][1]:+.2f}]"
+                           for k, v in sc["implied_constant_slopes"].items())
+        return f"{text}; slopes {slopes} ({sc.get('statistic')}, {sc.get('regime')})"
+    if sc:
+        return f"{text}; {sc.get('reason', '')}"
+    inside = [c for c in res.configs if c.in_regime]
+    if not res.configs:
+        return text
+    worst = min((c.slack_min for c in inside if c.slack_min is not None), default=None)
+    tail = f", worst in-regime slack {worst:.3g}" if worst is not None else ""
+    return f"{text}; {len(inside)}/{len(res.configs)} configs in regime{tail}"
+
+
+def results(db: str, paper: str) -> dict[str, ClaimResult]:
+    store = Store(db, readonly=True)
+    run_id = store.latest_run()
+    have = set(store.claim_ids(run_id))
+    claims = [c for c in load_claims([Path("claims") / paper])[0] if c.id in have]
+    return {r.claim.id: r for r in evaluate(store, run_id, claims)}
+
+
+def main(paper: str, quick_db: str, full_db: str) -> None:
+    claims = sorted(load_claims([Path("claims") / paper])[0], key=lambda c: (label_key(c.result), c.id))
+    quick, full = results(quick_db, paper), results(full_db, paper)
+    print("| result | claim | mode | expect | quick | full |")
+    print("|---|---|---|---|---|---|")
+    for c in claims:
+        short = c.id.split("/", 1)[1]
+        print(f"| {c.result} | `{short}` | {c.mode} | {c.expect} | {cell(quick.get(c.id))} | {cell(full.get(c.id))} |")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
