@@ -386,9 +386,10 @@ def _run_section(info: dict[str, Any], dur: float | None, total_s: float, n_test
         ("estimator time", f"{fmt_seconds(total_s)} (sum over shards)"),
         ("machine", esc(info.get("device", ""))),
         ("versions", vers),
-        ("error control", f"α = {S.fmt(DEFAULT_ALPHA)} per configuration (two-sided Clopper–Pearson); over the "
-                          f"{n_tests} in-regime probabilistic configurations of this run, the chance of any false "
-                          f"“violated” is at most {n_tests} · α/2 = {S.fmt(n_tests * DEFAULT_ALPHA / 2)} (Bonferroni)"),
+        ("error control", (f"α = {S.fmt(DEFAULT_ALPHA)} per configuration (two-sided Clopper–Pearson); over the "
+                           f"{n_tests} in-regime probabilistic configurations of this run, the chance of any false "
+                           f"“violated” is at most {n_tests} · α/2 = {S.fmt(n_tests * DEFAULT_ALPHA / 2)} "
+                           "(Bonferroni)")),
         ("data", ('<a href="results.json">results.json</a> (every claim and configuration) · '
                  '<a href="results.csv">results.csv</a> (one row per configuration)')),
     ]
