@@ -52,6 +52,15 @@ def test_conditioning_failures_are_not_violations():
     assert r.verdict == "holds" and r.conditioning_failures == 50 and r.replicates == 50
 
 
+def test_configuration_where_no_draw_meets_the_hypotheses_is_no_evidence():
+    c = _claim()
+    empty = _cfg(c, np.full(20, 9.0), valid=np.zeros(20, bool), index=1)
+    assert empty.verdict == "n/a" and empty.conditioning_failures == 20
+    res = claim_result(c, [_cfg(c, np.full(100, 0.5)), empty])
+    assert res.verdict == "holds" and "conditioned" in res.flags  # the other configuration decides
+    assert claim_result(c, [empty]).verdict == "inconclusive"  # nothing decides
+
+
 def test_deterministic_claim_fails_on_one_counterexample_with_its_location():
     c = _claim(NORM_CLAIM.replace('"1 - delta"', '"always"'))
     vals = np.full(1000, 0.5)

@@ -127,7 +127,11 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     interval = bernoulli_confidence_sequence if anytime else clopper_pearson
     ci = interval(k, n, alpha) if n else (0.0, 1.0)
     sl = slack(chk.relation, v, bound)
-    if errors or n == 0:
+    if errors:
+        verdict = "inconclusive"
+    elif n == 0 and not valid.all():
+        verdict = "n/a"  # every draw failed the statement's own hypotheses: no evidence either way
+    elif n == 0:
         verdict = "inconclusive"
     elif claim.mode == "scaling":
         verdict = "n/a"
@@ -258,6 +262,10 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             verdict = v_in  # the stated regime decides
             if v_out == "violated":
                 flags.append("violated-out-of-regime")  # informative, never a refutation
+        elif inside:  # in regime, but no draw anywhere met the statement's hypotheses
+            verdict = "inconclusive"
+            if v_out == "violated":
+                flags.append("violated-out-of-regime")
         else:
             verdict = v_out or "inconclusive"
             flags.append("out-of-regime")
