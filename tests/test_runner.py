@@ -227,6 +227,8 @@ def test_update_reruns_changed_claims_only_and_tracks_added_and_deleted_files(tm
     assert '"1.01*B"' in store.stored_definition(run_id, "toy/lemma-2/norm")
     assert len(shard_rows("toy/lemma-2/norm")) == len(shard_rows("toy/lemma-3/norm")) == len(kept)
     assert store.run_info(run_id)["finished"] is not None
+    notes = [v for k, v in store.run_info(run_id)["versions"].items() if k.startswith("update ")]
+    assert len(notes) == 1 and "redrew 1 claim(s) toy/lemma-2/norm; added 1" in notes[0]  # provenance kept
     # --rerun: a fixed estimator's claim is drawn again although its file did not change
     run_claims(load_claims([claims_dir])[0], store, update=True, rerun=["toy/lemma-1/norm"], paths=paths)
     redrawn = shard_rows("toy/lemma-1/norm")

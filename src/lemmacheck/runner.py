@@ -30,6 +30,7 @@ from .errors import EstimatorError, LemmacheckError
 from .registry import QUANTITIES
 from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence
 from .store import ShardRecord, Store
+from .store import now as now_utc
 from .verdicts import ClaimResult, claim_result, config_result, violates
 
 
@@ -315,11 +316,15 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
     unknown = rerun - {c.id for c in claims}
     if unknown:
         raise LemmacheckError(f"--rerun names claims that are not being run: {sorted(unknown)}")
-    store.reopen_run(run_id)
     current = {c.id: snapshot(c) for c in claims}
-    for cid in store.claim_ids(run_id):
-        if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid):
-            store.forget_claim(run_id, cid)  # deleted, changed or asked for: its shards describe another claim
+    stored = store.claim_ids(run_id)
+    redo = [cid for cid in stored if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid)]
+    added = [cid for cid in current if cid not in stored]
+    commit = versions().get("lemmacheck_commit", "unknown commit")
+    note = f"{commit}: redrew {len(redo)} claim(s) {', '.join(redo) or '-'}; added {len(added)}"
+    store.reopen_run(run_id, (f"update {now_utc()}", note))
+    for cid in redo:
+        store.forget_claim(run_id, cid)  # deleted, changed or asked for: its shards describe another claim
 
 
 def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:

@@ -128,8 +128,17 @@ class Store:
                               "ORDER BY run_id DESC LIMIT 1", (seed, profile, json.dumps(paths))).fetchone()
         return None if row is None else int(row[0])
 
-    def reopen_run(self, run_id: int) -> None:
-        self._tx([("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+    def reopen_run(self, run_id: int, note: tuple[str, str] | None = None) -> None:
+        """Mark a run unfinished again (`run --update`); `note` (key, text) is added to its recorded versions,
+        so the run says which code redrew which claims."""
+        stmts: list[tuple[str, tuple]] = [("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))]
+        if note is not None:
+            versions = json.loads(self.db.execute("SELECT versions FROM runs WHERE run_id=?",
+                                                  (run_id,)).fetchone()[0])
+            versions[note[0]] = note[1]
+            stmts.append(("UPDATE runs SET versions=? WHERE run_id=?", (json.dumps(versions, sort_keys=True),
+                                                                        run_id)))
+        self._tx(stmts)
 
     def stored_definition(self, run_id: int, claim_id: str) -> str | None:
         row = self.db.execute("SELECT definition FROM claims WHERE run_id=? AND claim_id=?",
