@@ -180,11 +180,9 @@ def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np
         return dict(everything, regime="all configurations (all in regime)")
     fit_in = _scaling_fit(claim, [c for c, _ in inside], [v for _, v in inside]) if inside else None
     if fit_in is not None and fit_in["fitted"]:
-        out = dict(fit_in, regime="in-regime configurations")
-        if len(inside) < len(configs):
-            out["all_configs"] = everything
-            if everything["verdict"] == "violated" and fit_in["verdict"] != "violated":
-                out["flag"] = "violated-out-of-regime"
+        out = dict(fit_in, regime="in-regime configurations", all_configs=everything)
+        if everything["verdict"] == "violated" and fit_in["verdict"] != "violated":
+            out["flag"] = "violated-out-of-regime"
         return out
     return dict(everything, regime="all configurations (too few in regime to fit)", flag="out-of-regime")
 
@@ -214,9 +212,8 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
 
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
-                           "statistic": chk.statistic,
-                           "configs_used": used, "implied_constant": [float(np.exp(reduce(r, q))) for r, q in zip(resp, levels)],
-                           "fitted": False}
+                           "statistic": chk.statistic, "configs_used": used, "fitted": False,
+                           "implied_constant": [float(np.exp(reduce(r, q))) for r, q in zip(resp, levels)]}
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out
@@ -258,14 +255,11 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             flags.append(scaling["flag"])
     else:
         v_in, v_out = _aggregate([c.verdict for c in inside]), _aggregate([c.verdict for c in outside])
-        if v_in is not None:
-            verdict = v_in  # the stated regime decides
+        if inside:
+            # The stated regime decides (inconclusive when no in-regime draw met the statement's hypotheses).
+            verdict = v_in or "inconclusive"
             if v_out == "violated":
                 flags.append("violated-out-of-regime")  # informative, never a refutation
-        elif inside:  # in regime, but no draw anywhere met the statement's hypotheses
-            verdict = "inconclusive"
-            if v_out == "violated":
-                flags.append("violated-out-of-regime")
         else:
             verdict = v_out or "inconclusive"
             flags.append("out-of-regime")
