@@ -522,3 +522,14 @@ def test_index_shows_each_papers_coverage_of_its_results(site):
     assert "A toy paper &lt;script&gt;" in index and "<code>arxiv.org/abs/0000.00000</code>" in index
     # a paper without _paper.toml shows no coverage figure rather than a made-up one
     assert '<a href="#paper-zou2018">zou2018</a></td><td class="num">–</td>' in index
+
+
+def test_malformed_paper_file_is_a_note_naming_file_and_field_not_a_crash(tmp_path):
+    claims_dir = _write(tmp_path / "claims", {"zou2018/norm.toml": NORM_CLAIM,
+                                              "zou2018/_paper.toml": PAPER.replace('key     = "toy"',
+                                                                                   'key     = "zou2018"')
+                                                                          .replace("results = [", "results = 3 #")})
+    db = tmp_path / "r.db"
+    _run(claims_dir / "zou2018", db)
+    index = build_report(db, tmp_path / "site").read_text()
+    assert "Paper metadata not used" in index and "_paper.toml: field &#x27;results&#x27;" in index
