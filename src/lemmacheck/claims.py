@@ -15,7 +15,7 @@ import tomllib
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,11 @@ class Claim:
     infeasible: str
     source: Path
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @cached_property
+    def snapshot_text(self) -> str:
+        # computed once per claim: every shard task carries it
+        return json.dumps(self.raw, sort_keys=True, default=str)
 
     @property
     def mode(self) -> str:
@@ -478,7 +483,7 @@ def load_paper(folder: Path) -> Paper | None:
 
 def snapshot(claim: Claim) -> str:
     """The claim as run: canonical JSON of its file's contents, stored with the run and sent to workers."""
-    return json.dumps(claim.raw, sort_keys=True, default=str)
+    return claim.snapshot_text
 
 
 @cache
