@@ -114,11 +114,15 @@ def failure_text(res: ClaimResult) -> str:
         lines.append(f"    violations {worst.violations}/{worst.replicates}, violation-rate interval "
                      f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                      + (f"; method: {worst.method}" if worst.method else ""))
+        if chk is not None and chk.constants:
+            at = ", ".join(f"{k} = {chk.regime_constants.get(k, 1.0):g}" for k in chk.constants)
+            lines.append(f"    (hidden constants at {at}: this bound, slack and these violations only illustrate; "
+                         "the verdict comes from the scaling fit below)")
     if res.scaling:
         s = res.scaling
         lines.append(f"  scaling: implied-constant slopes {s.get('implied_constant_slopes')} CI {s.get('slope_ci')}"
-                     f" (tolerance {s.get('tolerance')}; fit over {s.get('regime', 'all configurations')})"
-                     f"; {s.get('reason', '')}")
+                     f" ({s.get('statistic')}, tolerance {s.get('tolerance')}; fit over "
+                     f"{s.get('regime', 'all configurations')}); {s.get('reason', '')}")
     rep = claim_repro(res)
     if rep:
         lines.append(f"  reproduce: {rep}")
