@@ -125,35 +125,34 @@ def layer_norm_deviation(kind: str, ctx: Context) -> Observation:
     return Observation((norms - 1).abs().amax(dim=(-1, -2)), method=method)
 
 
-def gram_least_eigenvalue_ratio(kind: str, ctx: Context) -> Observation:
+def _gram_at_init(ctx: Context, kind: str):
+    """The data, network, limiting kernels (with their validity mask) and the last layer's Gram G^(H)(0)."""
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     K, ok, kmethod = _kernels(ctx, dn, X)
     _, G, method = _features_at_init(ctx, dn, X)
-    value = kernels.lambda_min(G) / K.lambda0
-    return Observation(value, valid=ok, extras={"lambda0": K.lambda0, "lambda_min_G": kernels.lambda_min(G)},
-                       method=f"{method}; {kmethod}")
+    return dn, K, ok, G, f"{method}; {kmethod}"
+
+
+def gram_least_eigenvalue_ratio(kind: str, ctx: Context) -> Observation:
+    _dn, K, ok, G, method = _gram_at_init(ctx, kind)
+    lam = kernels.lambda_min(G)
+    return Observation(lam / K.lambda0, valid=ok, extras={"lambda0": K.lambda0, "lambda_min_G": lam}, method=method)
 
 
 def gram_deviation_ratio(kind: str, ctx: Context) -> Observation:
-    X = _data(ctx, kind)
-    dn = _net(ctx, kind, X)
-    K, ok, kmethod = _kernels(ctx, dn, X)
-    _, G, method = _features_at_init(ctx, dn, X)
+    _dn, K, ok, G, method = _gram_at_init(ctx, kind)
     dev = torch.linalg.matrix_norm(G - K.ntk, ord=2)
     return Observation(dev / K.lambda0, valid=ok, extras={"lambda0": K.lambda0, "deviation": dev},
-                       method=f"{method}; exact spectral norm; {kmethod}")
+                       method=f"{method}; exact spectral norm")
 
 
 def gram_deviation_max(kind: str, ctx: Context) -> Observation:
-    X = _data(ctx, kind)
-    dn = _net(ctx, kind, X)
-    K, _ok, kmethod = _kernels(ctx, dn, X)
-    _, G, method = _features_at_init(ctx, dn, X)
+    dn, K, _ok, G, method = _gram_at_init(ctx, kind)
     dev = (G - K.ntk).abs().amax(dim=(-1, -2))
     if ctx.arg("normalise", "none") == "sqrt-m":
         dev = dev * math.sqrt(dn.m)
-    return Observation(dev, extras={"lambda0": K.lambda0}, method=f"{method}; {kmethod}")
+    return Observation(dev, extras={"lambda0": K.lambda0}, method=method)
 
 
 def layer_gram_deviation(kind: str, ctx: Context) -> Observation:
