@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import NORM_CLAIM
-from lemmacheck.claims import load_claims, snapshot
+from lemmacheck.claims import load_claims
 from lemmacheck.cli import main
 from lemmacheck.errors import ClaimError, LemmacheckError
 from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
@@ -186,8 +186,8 @@ def test_resume_refuses_a_claim_file_changed_since_the_run_started(tmp_path, cla
     store = Store(tmp_path / "r.db")
     claim = load_claims([claims_dir])[0][0]
     run_id = store.begin_run(0, "quick", {}, "cpu", [str(claims_dir)])  # a run that never finished
-    store.record_plan(run_id, claim.id, str(path), snapshot(claim), [])
-    store.record_plan(run_id, claim.id, str(path), snapshot(claim), [])  # same file: idempotent
+    store.record_plan(run_id, claim.id, str(path), claim.snapshot, [])
+    store.record_plan(run_id, claim.id, str(path), claim.snapshot, [])  # same file: idempotent
     path.write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "1.01*B"'))
     changed = load_claims([claims_dir])[0][0]
     with pytest.raises(ClaimError, match=r"norm.toml: field 'check': changed since run 1 .*without --resume"):
@@ -199,7 +199,7 @@ def test_workers_run_the_recorded_definition_not_the_file_as_edited_later(claims
     path.write_text(NORM_CLAIM)
     claim = load_claims([claims_dir])[0][0]
     p = plan(claim, "quick", 0)[0]
-    task = ShardTask(str(path), snapshot(claim), claim.id, 0, 0, p.params, shard_seed(p.seed, 0), 4)
+    task = ShardTask(str(path), claim.snapshot, claim.id, 0, 0, p.params, shard_seed(p.seed, 0), 4)
     before = execute_shard(task)
     path.write_text("this is not TOML any more")
     after = execute_shard(task)

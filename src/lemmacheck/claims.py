@@ -92,6 +92,10 @@ class Check:
     dtype: str
     statistic: str
 
+    def hidden_constants_at(self) -> str:
+        """"C = 1, Cu = 1": the values at which a scaling claim's bound is drawn and its slack computed."""
+        return ", ".join(f"{k} = {self.regime_constants.get(k, 1.0):g}" for k in self.constants)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -114,8 +118,9 @@ class Claim:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @cached_property
-    def snapshot_text(self) -> str:
-        # computed once per claim: every shard task carries it
+    def snapshot(self) -> str:
+        """The claim as run: canonical JSON of its file's contents, stored with the run and sent to workers
+        (computed once per claim: every shard task carries it)."""
         return json.dumps(self.raw, sort_keys=True, default=str)
 
     @property
@@ -481,14 +486,9 @@ def load_paper(folder: Path) -> Paper | None:
                  tuple(results), path)
 
 
-def snapshot(claim: Claim) -> str:
-    """The claim as run: canonical JSON of its file's contents, stored with the run and sent to workers."""
-    return claim.snapshot_text
-
-
 @cache
 def claim_from_snapshot(source: str, text: str) -> Claim:
-    """Rebuild a claim from its `snapshot` (cached: a worker parses each definition once). Workers run what
+    """Rebuild a claim from its `Claim.snapshot` (cached: a worker parses each definition once). Workers run what
     the run recorded, even if the file is edited while the run is going."""
     path = Path(source)
     load_extension(path.parent)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .claims import Claim, config_values, snapshot
+from .claims import Claim, config_values
 from .runner import ShardTask, config_seed, execute_shard, param_strategy, shard_seed
 from .verdicts import slack, violates
 
@@ -44,7 +44,7 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
     chk = claim.check
     assert chk is not None
     seed = config_seed(run_seed, claim.id, params)
-    rec = execute_shard(ShardTask(str(claim.source), snapshot(claim), claim.id, 0, 0, params, shard_seed(seed, 0), replicates))
+    rec = execute_shard(ShardTask(str(claim.source), claim.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0), replicates))
     if rec.error:
         raise RuntimeError(rec.error)
     vals = rec.value[rec.valid & np.isfinite(rec.value)]

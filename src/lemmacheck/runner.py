@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .claims import Claim, Param, claim_from_snapshot, snapshot
+from .claims import Claim, Param, claim_from_snapshot
 from .context import DTYPES, Context
 from .errors import EstimatorError, LemmacheckError
 from .registry import QUANTITIES
@@ -185,7 +185,7 @@ def _drain(ex: Executor, tasks: list[ShardTask], store: Store, run_id: int,
 
 
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
-    return ShardTask(str(claim.source), snapshot(claim), claim.id, j, k, p.params, shard_seed(p.seed, k),
+    return ShardTask(str(claim.source), claim.snapshot, claim.id, j, k, p.params, shard_seed(p.seed, k),
                      p.shard_replicates(k))
 
 
@@ -285,7 +285,7 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     sequential: list[tuple[Claim, int, ConfigPlan]] = []
     for claim in claims:
         plans = [] if claim.mode == "infeasible" else plan(claim, profile, seed)
-        store.record_plan(run_id, claim.id, str(claim.source), snapshot(claim),
+        store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
                           [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in plans])
         done = store.done_shards(run_id, claim.id)
         for j, p in enumerate(plans):
@@ -316,7 +316,7 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
     unknown = rerun - {c.id for c in claims}
     if unknown:
         raise LemmacheckError(f"--rerun names claims that are not being run: {sorted(unknown)}")
-    current = {c.id: snapshot(c) for c in claims}
+    current = {c.id: c.snapshot for c in claims}
     stored = store.claim_ids(run_id)
     redo = [cid for cid in stored if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid)]
     added = [cid for cid in current if cid not in stored]
@@ -372,10 +372,10 @@ def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int
     store = store or Store(":memory:")
     run_id = store.begin_run(cfg_seed, "repro", versions(), device_description(), [claim.id])
     p = ConfigPlan(params, cfg_seed, replicates, shard_size)
-    store.record_plan(run_id, claim.id, str(claim.source), snapshot(claim),
+    store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
                       [(p.params, p.seed, replicates, shard_size, False)])
     for k in range(p.n_shards):
-        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), snapshot(claim), claim.id, 0, k, params,
+        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), claim.snapshot, claim.id, 0, k, params,
                                                           shard_seed(cfg_seed, k), p.shard_replicates(k))))
     store.finish_run(run_id)
     return evaluate(store, run_id, [claim])[0]

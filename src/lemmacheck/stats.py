@@ -31,6 +31,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special
@@ -211,6 +212,18 @@ class ScalingFit:
 _REDUCERS = {"mean": np.mean, "max": np.max, "min": np.min}
 
 
+def reducer(reduce: str, level: float | None = None) -> Callable[..., Any]:
+    """The per-configuration summary of a sample that `fit_scaling` fits: mean, max, min, or the quantile at
+    `level` (reduce="quantile"). Called as f(values) or f(values, axis=...)."""
+    if reduce == "quantile":
+        if level is None or not 0.0 <= level <= 1.0:
+            raise ValueError(f"reduce='quantile' needs a level in [0, 1], got {level!r}")
+        return partial(np.quantile, q=float(level))
+    if reduce not in _REDUCERS:
+        raise ValueError(f"reduce must be one of {sorted(_REDUCERS) + ['quantile']}, got {reduce!r}")
+    return _REDUCERS[reduce]
+
+
 def fit_scaling(
     names: Sequence[str],
     log_x: np.ndarray,
@@ -288,14 +301,9 @@ def fit_scaling(
         # lstsq would silently return the minimum-norm solution, splitting one effect arbitrarily.
         raise ValueError(f"columns of log_x are collinear (with each other or the intercept): {names_t}")
 
-    if reduce == "quantile":
-        if levels is None or len(levels) != n_configs or not all(0.0 <= q <= 1.0 for q in levels):
-            raise ValueError("reduce='quantile' needs one level in [0, 1] per configuration")
-        stats = [partial(np.quantile, q=float(q)) for q in levels]
-    elif reduce in _REDUCERS:
-        stats = [_REDUCERS[reduce]] * n_configs
-    else:
-        raise ValueError(f"reduce must be one of {sorted(_REDUCERS) + ['quantile']}, got {reduce!r}")
+    if reduce == "quantile" and (levels is None or len(levels) != n_configs):
+        raise ValueError("reduce='quantile' needs one level in [0, 1] per configuration")
+    stats = [reducer(reduce, levels[j] if reduce == "quantile" else None) for j in range(n_configs)]
     y = np.array([stat(values) for stat, values in zip(stats, reps)])
     coef, _, _, _ = np.linalg.lstsq(design, y, rcond=None)
     residuals = y - design @ coef

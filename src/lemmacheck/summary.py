@@ -115,8 +115,7 @@ def failure_text(res: ClaimResult) -> str:
                      f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                      + (f"; method: {worst.method}" if worst.method else ""))
         if chk is not None and chk.constants:
-            at = ", ".join(f"{k} = {chk.regime_constants.get(k, 1.0):g}" for k in chk.constants)
-            lines.append(f"    (hidden constants at {at}: this bound, slack and these violations only illustrate; "
+            lines.append(f"    (hidden constants at {chk.hidden_constants_at()}: this bound, slack and these violations only illustrate; "
                          "the verdict comes from the scaling fit below)")
     if res.scaling:
         s = res.scaling

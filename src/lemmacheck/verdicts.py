@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from .claims import Claim, config_values
-from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence, clopper_pearson, fit_scaling, scaling_verdict
+from .stats import (
+    DEFAULT_ALPHA,
+    bernoulli_confidence_sequence,
+    clopper_pearson,
+    fit_scaling,
+    reducer,
+    scaling_verdict,
+)
 
 COMPARISON_RTOL = 1e-12
 # Scaling verdicts: bootstrap intervals at 99% AND a slope tolerance (check.tolerance, default 0.1) must both
@@ -207,13 +214,11 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         # tail-log: the stated tail, the 1 - delta quantile of an upper bound (delta of a lower one)
         levels.append(1.0 - cfg.delta if upper else cfg.delta)
 
-    def reduce(r: np.ndarray, q: float) -> float:
-        return float(np.quantile(r, q)) if how == "quantile" else float(getattr(np, how)(r))
-
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
                            "statistic": chk.statistic, "configs_used": used, "fitted": False,
-                           "implied_constant": [float(np.exp(reduce(r, q))) for r, q in zip(resp, levels)]}
+                           "implied_constant": [float(np.exp(reducer(how, q if how == "quantile" else None)(r)))
+                                                  for r, q in zip(resp, levels)]}
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out

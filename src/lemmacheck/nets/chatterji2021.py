@@ -144,10 +144,14 @@ def loss_gradients(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
     Returns (gradients, forward pass, δ)."""
     fwd = forward(Vs, X, act)
     deltas, _ = backward(Vs, fwd)
-    c = -y * g_weights(fwd.out, y) / X.shape[-2]
+    return _weighted_gradients(-y * g_weights(fwd.out, y) / X.shape[-2], fwd, deltas), fwd, deltas
+
+
+def _weighted_gradients(c: torch.Tensor, fwd: Forward, deltas: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Σ_s c_s ∇_V f(x_s), per layer: c_s δ_{ℓ,s} x_{ℓ−1,s}ᵀ summed over s, and c_s x_{L,s}ᵀ for V_{L+1}."""
     grads = [torch.einsum("rn,rnp,rnq->rpq", c, d, x) for d, x in zip(deltas, fwd.x[:-1])]
     grads.append(torch.einsum("rn,rnp->rp", c, fwd.x[-1]).unsqueeze(1))
-    return grads, fwd, deltas
+    return grads
 
 
 def scaled_loss_gradients(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
@@ -160,9 +164,7 @@ def scaled_loss_gradients(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tens
     log_g = torch.nn.functional.logsigmoid(-margins(fwd.out, y))
     s = log_g.amax(-1)
     c = -y * torch.exp(log_g - s.unsqueeze(-1)) / X.shape[-2]
-    grads = [torch.einsum("rn,rnp,rnq->rpq", c, d, x) for d, x in zip(deltas, fwd.x[:-1])]
-    grads.append(torch.einsum("rn,rnp->rp", c, fwd.x[-1]).unsqueeze(1))
-    return grads, s, fwd
+    return _weighted_gradients(c, fwd, deltas), s, fwd
 
 
 # ----------------------------------------------------------------------------------- the paper's constants

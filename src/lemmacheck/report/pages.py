@@ -176,7 +176,8 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
     if cmp is not None:
         body.append(_changes_section(views, cmp, removed))
 
-    # Coverage at a glance.
+    # Coverage at a glance: (encoded, not yet encoded) results per paper that has a _paper.toml.
+    coverage = {p: papers_info[p].coverage([v.label for v in vs]) for p, vs in papers.items() if p in papers_info}
     rows = []
     tot = {k: 0 for k in COUNTED + ["other", "unexpected", "all"]}
     for p, vs in papers.items():
@@ -189,8 +190,8 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         tot["unexpected"] += unexpected
         tot["all"] += len(vs)
         rows.append(_coverage_row(f'<a href="#paper-{esc(_anchor(p))}">{esc(p)}</a>', cnt, other, unexpected,
-                                  len(vs), _encoded_cell(papers_info.get(p), vs)))
-    enc = [papers_info[p].coverage([v.label for v in vs]) for p, vs in papers.items() if p in papers_info]
+                                  len(vs), _encoded_cell(coverage.get(p))))
+    enc = list(coverage.values())
     all_enc = (f'<td class="num">{sum(len(d) for d, _ in enc)} / {sum(len(d) + len(m) for d, m in enc)}</td>'
                if enc else '<td class="num">–</td>')
     rows.append(_coverage_row("<b>all</b>", {k: tot[k] for k in COUNTED}, tot["other"], tot["unexpected"],
@@ -231,7 +232,7 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
                     + _citation(papers_info.get(p))
                     + f'<div class="tablewrap"><table class="claims sortable"><thead><tr>{head}</tr></thead>'
                     f"<tbody>{''.join(trs)}</tbody></table></div>"
-                    + _missing(papers_info.get(p), vs) + "</section>")
+                    + _missing(papers_info.get(p), coverage.get(p)) + "</section>")
 
     n_tests = sum(1 for v in views if v.res and v.claim and v.claim.mode == "probabilistic"
                   for c in v.res.configs if c.in_regime and c.interval == "clopper-pearson")
@@ -253,18 +254,18 @@ def _citation(paper: Paper | None) -> str:
             + (f" <code>{esc(where)}</code>" if where else "") + "</p>")
 
 
-def _encoded_cell(paper: Paper | None, vs: list[ClaimView]) -> str:
-    if paper is None:
+def _encoded_cell(cov: tuple[list[str], list[str]] | None) -> str:
+    if cov is None:
         return '<td class="num">–</td>'
-    done, missing = paper.coverage([v.label for v in vs])
+    done, missing = cov
     tip = f"not yet encoded: {', '.join(missing)}" if missing else "every listed result has a claim"
-    return f'<td class="num" title="{esc(tip)}">{len(done)} / {len(paper.results)}</td>'
+    return f'<td class="num" title="{esc(tip)}">{len(done)} / {len(done) + len(missing)}</td>'
 
 
-def _missing(paper: Paper | None, vs: list[ClaimView]) -> str:
-    if paper is None:
+def _missing(paper: Paper | None, cov: tuple[list[str], list[str]] | None) -> str:
+    if paper is None or cov is None:
         return ""
-    done, missing = paper.coverage([v.label for v in vs])
+    done, missing = cov
     if not missing:
         return (f'<p class="note">All {len(paper.results)} formal results of the paper have a claim '
                 f"({esc(paper.scope)}).</p>")
@@ -308,10 +309,8 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
         if w is not None and not w.in_regime else ""
     delta = f'<div class="small">δ = {esc(S.fmt(w.delta))}</div>' if w is not None else ""
     if w is not None and v.claim and v.claim.check and v.claim.check.constants:
-        chk = v.claim.check
-        at = ", ".join(f"{k} = {S.fmt(chk.regime_constants.get(k, 1.0))}" for k in chk.constants)
         dagger += f'<div class="small" title="a scaling claim: its verdict comes from the fit; slack uses the ' \
-                  f'bound with hidden constants at these values">at {esc(at)}</div>'
+                  f'bound with hidden constants at these values">at {esc(v.claim.check.hidden_constants_at())}</div>'
 
     search = v.claim.check.search if v.claim and v.claim.check else "–"
     kind = v.claim.kind if v.claim else v.definition.get("kind", "")
@@ -557,9 +556,8 @@ def _configs_table(view: ClaimView) -> str:
     note = ""
     chk = view.claim.check if view.claim else None
     if chk is not None and chk.constants:
-        at = ", ".join(f"{k} = {S.fmt(chk.regime_constants.get(k, 1.0))}" for k in chk.constants)
         note = (f'<p class="note">A scaling claim: bound, slack and violations below use the hidden constants at '
-                f"{esc(at)}; the verdict comes from the fit of the implied constant, not from these counts.</p>")
+                f"{esc(chk.hidden_constants_at())}; the verdict comes from the fit of the implied constant, not from these counts.</p>")
     return ('<h2>All configurations</h2>' + note + '<div class="tablewrap"><table class="sortable configs"><thead><tr>'
             f'<th class="num" data-type="num">#</th>{head}<th data-type="num">in regime</th><th>verdict</th>'
             '<th class="num" data-type="num">slack min</th><th class="num" data-type="num">slack median</th>'

@@ -218,8 +218,7 @@ def estimate_plot(view: ClaimView) -> tuple[str, str, str] | None:
         items.append((S.swatch(S.BOUND_COLOR, "ring"), "configuration verdict: violated"))
     consts = ""
     if chk.constants:
-        consts = " Hidden constants are set to their regime values (" + ", ".join(
-            f"{k} = {S.fmt(chk.regime_constants.get(k, 1.0))}" for k in chk.constants) + ") to draw the bound."
+        consts = f" Hidden constants are set to their regime values ({chk.hidden_constants_at()}) to draw the bound."
     caption = (f"Each marker is one configuration: the median of the estimated quantity over its replicates, "
                f"with a bar from the smallest to the largest replicate. x is the swept parameter with the most "
                f"values{'' if x else ' (none varies, so configurations are listed in order)'}."
