@@ -346,3 +346,38 @@ def test_initialisation_distribution():
     for W in Ws:
         assert abs(float(W.var()) - 1) < 5 * math.sqrt(2 / W.numel()) and abs(float(W.mean())) < 5 / math.sqrt(W.numel())
     assert set(a.unique().tolist()) == {-1.0, 1.0} and abs(float(a.mean())) < 5 / math.sqrt(a.numel())
+
+
+def test_cnn_without_enough_channels_is_refused_not_computed_with_a_vanished_residual_scale():
+    """q·d0 < 2p makes Assumption 5.1's λ exactly 0 for every dataset (rank ≤ q·d0): the residual scale would be 0
+    and K^{(H)} = 0. make_net refuses it, and the quantities turn that into an estimator error naming the cause."""
+    from lemmacheck.errors import EstimatorError
+    from lemmacheck.registry import QUANTITIES
+
+    gen = torch.Generator().manual_seed(5)
+    thin = du.as_images(unit(gen, 2, 3, 2 * 6), 2, 6)  # q d0 = 6 < 2p = 12
+    with pytest.raises(ValueError, match=r"q\*d0 = 3\*2 = 6 < 2p = 12"):
+        du.make_net("cnn", thin, m=8, H=2, act=k.softplus(), q=3)
+    edge = du.as_images(unit(gen, 2, 3, 2 * 3), 2, 3)  # q d0 = 6 = 2p: allowed (λ > 0 for generic data)
+    assert bool((du.make_net("cnn", edge, m=8, H=2, act=k.softplus(), q=3).lam > 0).all())
+    params = {"m": 8, "H": 2, "n": 3, "d0": 2, "p": 6, "q": 3, "c_lambda": 0.5}
+    inputs = {"kind": "unit-sphere", "n": "n", "d": "d0 * p"}
+    for name in ("du2018-lambda0", "du2018-max-layer-norm", "du2018-gram-least-eigenvalue-ratio"):
+        with pytest.raises(EstimatorError, match="Assumption 5.1"):
+            QUANTITIES.get(name).obj(_context(params, inputs=inputs, network="du2018-cnn-resnet"))
+
+
+def test_parallel_data_make_residual_replicates_invalid_not_silently_degenerate():
+    """A ResNet replicate whose data hold a parallel (or antiparallel) pair has λ = 0 (Assumption 4.1 fails): its
+    draws are marked invalid by every quantity, never counted as holding or violating."""
+    from lemmacheck.registry import QUANTITIES
+
+    params = {"m": 8, "H": 2, "n": 3, "d": 4, "c_lambda": 0.5, "R": 0.05}
+    ctx = _context(params, network="du2018-resnet")
+    X = ctx.inputs()
+    ctx2 = _context(params, network="du2018-resnet")
+    X[0, 1] = -X[0, 0]  # replicate 0: an antiparallel pair
+    ctx2.inputs = lambda: X  # type: ignore[method-assign]
+    for name in ("du2018-max-layer-norm", "du2018-gradient-norm", "du2018-lambda0"):
+        obs = QUANTITIES.get(name).obj(ctx2)
+        assert obs.valid is not None and not bool(obs.valid[0]) and bool(obs.valid[1:].all()), name

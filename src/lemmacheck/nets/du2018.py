@@ -53,6 +53,7 @@ NETWORKS.register(RESNET, "ResNet x^(h) = x^(h-1) + c_lambda lambda^{3/2}/(H sqr
 NETWORKS.register(CNN, "convolutional ResNet, stride-1 zero-padded patches of size q, residual scale "
                   "c_lambda lambda^{3/2}/(H sqrt m), a_{r,l} = a_{r,1} Rademacher (Du et al. 2018, sec. 2.2)")(__name__)
 KINDS = {FC: "fc", RESNET: "resnet", CNN: "cnn"}
+LAMBDA_TOL = 1e-12  # λ at or below this (float rounding of an exactly singular block) counts as λ = 0
 
 
 @dataclass
@@ -90,6 +91,14 @@ class DuNet:
         return self.kind != "fc"
 
     @property
+    def assumption_holds(self) -> torch.Tensor | bool:
+        """Per replicate: λ > 0 (Assumptions 4.1/5.1; parallel data make λ = 0 and the residual branches vanish).
+        Always True for FC (no λ in the architecture)."""
+        if self.lam is None:
+            return True
+        return self.lam > LAMBDA_TOL
+
+    @property
     def s(self) -> torch.Tensor:
         """s = c_λ λ^{3/2} / H per replicate (the residual branch is scaled by s/√m)."""
         assert self.lam is not None
@@ -124,6 +133,12 @@ def as_images(X: torch.Tensor, d0: int | None = None, p: int | None = None) -> t
 def make_net(kind: str, X: torch.Tensor, m: int, H: int, act: Activation, c_lambda: float = 0.5,
              q: int = 1, lam: torch.Tensor | None = None) -> DuNet:
     """The architecture for the replicates' datasets X (R, n, C, p); λ from the data unless given."""
+    if kind == "cnn" and q * X.shape[2] < 2 * X.shape[3]:
+        # The 2p×2p blocks of K^{(0)} are Grams of 2p vectors in R^{q d0}: rank ≤ q·d0 < 2p makes λ = 0 for EVERY
+        # dataset, the residual scale c_λ λ^{3/2}/H vanishes and K^{(H)} = 0; Assumption 5.1 cannot hold.
+        raise ValueError(f"convolutional ResNet with q*d0 = {q}*{X.shape[2]} = {q * X.shape[2]} < 2p = {2 * X.shape[3]}: "
+                         "Assumption 5.1's lambda is 0 for every dataset (a Gram of 2p vectors in R^{q d0}); "
+                         "the paper's architecture is undefined there (need q*d0 >= 2p)")
     if kind != "fc" and lam is None:
         lam = data_lambda(X, q)
     return DuNet(kind, m, H, act, c_lambda, lam, q)

@@ -65,7 +65,16 @@ def _labels(ctx: Context, n: int) -> torch.Tensor:
 
 def _net(ctx: Context, kind: str, X: torch.Tensor) -> net.DuNet:
     q = ctx.i("q", 3) if kind == "cnn" else 1
-    return net.make_net(kind, X, ctx.i("m"), ctx.i("H"), _activation(ctx), float(ctx.p("c_lambda", 0.5)), q)
+    try:
+        return net.make_net(kind, X, ctx.i("m"), ctx.i("H"), _activation(ctx), float(ctx.p("c_lambda", 0.5)), q)
+    except ValueError as exc:  # e.g. q*d0 < 2p: refused, never computed with a vanished residual scale
+        raise EstimatorError(str(exc)) from exc
+
+
+def _ok(dn: net.DuNet, R: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Replicates whose data meet the architecture's assumption (λ > 0 for ResNet/CNN), and `mask`."""
+    ok = torch.as_tensor(dn.assumption_holds).expand(R).clone()
+    return ok if mask is None else ok & mask
 
 
 @torch.no_grad()
@@ -77,9 +86,7 @@ def _kernels(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[kernels.DuKe
                           aggregation=str(ctx.arg("aggregation", "matched")))
     tol = 100 * eng.max_change + 1e-13
     ok = K.lambda0 > tol
-    if dn.lam is not None:
-        ok = ok & (dn.lam > 1e-12)
-    return K, ok, f"lambda0: {eng.description}"
+    return K, _ok(dn, X.shape[0], ok), f"lambda0: {eng.description}"
 
 
 def _c_w0(Ws: list[torch.Tensor], m: int) -> torch.Tensor:
@@ -108,21 +115,23 @@ def layer_norm_max(kind: str, ctx: Context) -> Observation:
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     norms, _, method = _features_at_init(ctx, dn, X)
-    return Observation(norms.amax(dim=(-1, -2)), extras={"min": norms.amin(dim=(-1, -2))}, method=method)
+    return Observation(norms.amax(dim=(-1, -2)), valid=_ok(dn, X.shape[0]), extras={"min": norms.amin(dim=(-1, -2))},
+                       method=method)
 
 
 def layer_norm_min(kind: str, ctx: Context) -> Observation:
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     norms, _, method = _features_at_init(ctx, dn, X)
-    return Observation(norms.amin(dim=(-1, -2)), extras={"max": norms.amax(dim=(-1, -2))}, method=method)
+    return Observation(norms.amin(dim=(-1, -2)), valid=_ok(dn, X.shape[0]), extras={"max": norms.amax(dim=(-1, -2))},
+                       method=method)
 
 
 def layer_norm_deviation(kind: str, ctx: Context) -> Observation:
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     norms, _, method = _features_at_init(ctx, dn, X)
-    return Observation((norms - 1).abs().amax(dim=(-1, -2)), method=method)
+    return Observation((norms - 1).abs().amax(dim=(-1, -2)), valid=_ok(dn, X.shape[0]), method=method)
 
 
 def _gram_at_init(ctx: Context, kind: str):
@@ -178,7 +187,7 @@ def layer_gram_deviation(kind: str, ctx: Context) -> Observation:
             value = torch.maximum(value, db)
     if ctx.arg("normalise", "none") == "sqrt-m":
         value = value * math.sqrt(dn.m)
-    return Observation(value, extras=extras, method=f"{method}; {kmethod}")
+    return Observation(value, valid=_ok(dn, R), extras=extras, method=f"{method}; {kmethod}")
 
 
 def lambda0(kind: str, ctx: Context) -> Observation:
@@ -213,7 +222,7 @@ def gram_drift(kind: str, ctx: Context) -> Observation:
     value, found = maximise(target, Ws, math.sqrt(dn.m) * ctx.p("R"), ctx.search, ctx.generator,
                             steps=int(ctx.arg("steps", 20)), norm="frobenius")
     extras = {"found_by": found}
-    valid = None
+    valid = _ok(dn, X.shape[0])
     method = f"search={ctx.search} (Frobenius balls)"
     if ctx.arg("normalise", "none") == "lambda0":
         K, valid, kmethod = _kernels(ctx, dn, X)
@@ -265,7 +274,7 @@ def forward_perturbation_ratio(kind: str, ctx: Context) -> Observation:
 
     value, found = maximise(target, Ws, math.sqrt(dn.m) * R, ctx.search, ctx.generator,
                             steps=int(ctx.arg("steps", 20)), norm="frobenius")
-    return Observation(value, valid=R <= c_w0, extras={"found_by": found, "c_w0": c_w0, "c_x0": c_x0},
+    return Observation(value, valid=_ok(dn, X.shape[0], R <= c_w0), extras={"found_by": found, "c_w0": c_w0, "c_x0": c_x0},
                        method=f"search={ctx.search} (Frobenius balls); exact SVD for c_w0")
 
 
@@ -282,7 +291,7 @@ def gradient_norm(kind: str, ctx: Context) -> Observation:
     if ctx.arg("normalise", "none") == "residual":
         value = value / (math.sqrt(X.shape[1]) * (y - fwd.out).norm(dim=-1))
     extras = {f"layer_{h + 1}": per[:, h] for h in range(dn.H)}
-    return Observation(value, extras=extras, method="closed-form gradient")
+    return Observation(value, valid=_ok(dn, X.shape[0]), extras=extras, method="closed-form gradient")
 
 
 def _c_sigma_c0(act: kernels.Activation, c0: float, grid: int = 201) -> float:
@@ -327,7 +336,7 @@ def gradient_norm_ratio(kind: str, ctx: Context) -> Observation:
             * torch.exp(math.sqrt(q) * cl * c_w0 * Lip)
         Q = 2 * cl * c_x0 * Lip * math.sqrt(p * q) * torch.exp(2 * cl * c_w0 * Lip * math.sqrt(q)) * resid / H
     norms = fwd.norms()
-    valid = (norms.amax(dim=(-1, -2)) <= c_x0) & (norms.amin(dim=(-1, -2)) >= 1 / c_x0)
+    valid = _ok(dn, X.shape[0], (norms.amax(dim=(-1, -2)) <= c_x0) & (norms.amin(dim=(-1, -2)) >= 1 / c_x0))
     return Observation(per.amax(-1) / Q, valid=valid, extras={"c_w0": c_w0, "c_x0": c_x0},
                        method="closed-form gradient; exact SVD for c_w0")
 
