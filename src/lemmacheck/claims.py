@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
+from .inputs import label_pattern
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
@@ -379,6 +380,12 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         spec = INPUTS.get(ik).extra.get("fields", {})
         for k, v in inputs.items():
             if k == "kind":
+                continue
+            if k == "labels":  # drawn by ctx.labels for every generator: a family name or an explicit pattern
+                try:
+                    label_pattern(v)
+                except ValueError as e:
+                    raise ClaimError(path, "inputs.labels", str(e)) from None
                 continue
             if k not in spec:
                 raise ClaimError(path, f"inputs.{k}", f"input generator '{ik}' has no option '{k}'",

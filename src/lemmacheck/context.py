@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .expressions import parse
-from .inputs import rademacher
+from .inputs import draw_labels
 from .registry import INPUTS
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -49,6 +49,9 @@ class Context:
     inputs_spec: dict[str, Any] = field(default_factory=dict)
     search: str = "none"
     network: str = ""  # the claim's setting, so one estimator can serve several architectures of a paper
+    # A hunt's fixed dataset (n, d) or (R, n, d): ctx.inputs() returns it instead of drawing one.
+    dataset: torch.Tensor | None = None
+    _last_inputs: torch.Tensor | None = field(default=None, repr=False)
 
     def p(self, name: str, default: float | None = None) -> float:
         if name in self.params:
@@ -65,7 +68,13 @@ class Context:
 
     def inputs(self) -> torch.Tensor:
         """Draw the claim's datasets: (R, n, d)."""
+        if self.dataset is not None:
+            X = self.dataset.to(self.dtype)
+            X = (X if X.dim() == 3 else X.unsqueeze(0)).expand(self.replicates, -1, -1).clone().to(self.device)
+            self._last_inputs = X
+            return X
         spec = dict(self.inputs_spec)
+        spec.pop("labels", None)  # drawn by ctx.labels
         kind = spec.pop("kind", "unit-sphere")
         entry = INPUTS.get(kind)
         fields = entry.extra.get("fields", {})
@@ -78,10 +87,17 @@ class Context:
             kwargs["n"] = self.i("n", 1)
         if "d" in fields and "d" not in kwargs:
             kwargs["d"] = self.i("d")
-        return entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
+        X = entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
+        self._last_inputs = X
+        return X
 
-    def labels(self, n: int) -> torch.Tensor:
-        return rademacher(self.generator, (self.replicates, n), self.dtype).to(self.device)
+    def labels(self, n: int, X: torch.Tensor | None = None) -> torch.Tensor:
+        """Labels (R, n) in {-1, +1} of the claim's `inputs.labels` (a family, default Rademacher, or an explicit
+        pattern). Families that depend on the data use X (R, n, d), else the datasets ctx.inputs() last drew."""
+        if X is None and self._last_inputs is not None and self._last_inputs.shape[-2] == n:
+            X = self._last_inputs
+        spec = self.inputs_spec.get("labels", "rademacher")
+        return draw_labels(self.generator, spec, self.replicates, n, X, self.dtype).to(self.device)
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, dtype=self.dtype).to(self.device)

@@ -1,12 +1,21 @@
-"""Input generators: batched datasets (R, n, d) drawn from a seeded torch generator.
+"""Input generators and label families: batched datasets (R, n, d) and labels (R, n) from a seeded torch
+generator.
 
 Each generator declares its options: "expr" options are expressions over the claim's parameters, tuples
-list the allowed strings. Labels are Rademacher unless a claim's quantity decides otherwise.
+list the allowed strings. The `unit-sphere` generator offers structured geometries (GEOMETRIES) besides iid
+draws, each guaranteeing unit norm and the stated minimum separation for every n it admits (and saying which
+other assumptions it keeps); low-dimensional configurations are placed in a random subspace of R^d. Labels
+come from a claim's `inputs.labels` (LABELS: Rademacher by default, or an explicit +-1 pattern) through
+`Context.labels`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -28,27 +37,274 @@ def min_separation(X: torch.Tensor) -> torch.Tensor:
     return D.amin(dim=(-1, -2))
 
 
+def chord_angle(separation: float) -> float:
+    """Angle between two unit vectors at distance `separation`: 2 asin(phi / 2)."""
+    return 2 * math.asin(min(max(separation, 0.0), 2.0) / 2)
+
+
+def random_frame(gen: torch.Generator, R: int, d: int, k: int, dtype: torch.dtype) -> torch.Tensor:
+    """R random orthonormal k-frames of R^d, shape (R, d, k): the random subspace a low-dimensional
+    configuration is placed in (Haar-distributed: QR of a Gaussian matrix with the signs of diag(R) fixed)."""
+    if k > d:
+        raise EstimatorError(f"a {k}-dimensional configuration does not fit in R^{d}")
+    G = torch.randn(R, d, k, generator=gen, dtype=dtype)
+    Q, Rm = torch.linalg.qr(G)
+    return Q * torch.sign(torch.diagonal(Rm, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+
+def _embed(gen: torch.Generator, R: int, Y: torch.Tensor, d: int) -> torch.Tensor:
+    """A fixed (n, k) configuration of unit vectors, rotated into a random k-subspace of R^d per replicate."""
+    Q = random_frame(gen, R, d, Y.shape[-1], Y.dtype)
+    return _unit(torch.einsum("nk,rdk->rnd", Y, Q))
+
+
+# ---------------------------------------------------------------------------------------------- geometries
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A dataset family: how it places n points and which assumptions every dataset it returns keeps.
+
+    keeps: "unit-norm" and "separation" always (the generator checks both on every draw); "margin" when the
+    points admit a positive-margin linear separation of any labelling (linearly independent points).
+    admits(n, d, separation) -> None, or the reason this family cannot give such a dataset.
+    """
+
+    name: str
+    description: str
+    place: Callable[[torch.Generator, int, int, int, float, torch.dtype], torch.Tensor]
+    keeps: frozenset[str]
+    admits: Callable[[int, int, float], str | None]
+    deterministic_shape: bool = False  # the configuration is fixed up to a rotation (no redraw helps)
+
+
+GEOMETRIES: dict[str, Geometry] = {}
+_BASE = frozenset({"unit-norm", "separation"})
+
+
+def _geometry(name: str, description: str, *, keeps: Sequence[str] = (), fixed: bool = False,
+              admits: Callable[[int, int, float], str | None] = lambda n, d, s: None):
+    def deco(fn):
+        GEOMETRIES[name] = Geometry(name, description, fn, _BASE | frozenset(keeps), admits, fixed)
+        return fn
+    return deco
+
+
+@_geometry("random", "iid uniform on S^{d-1}; pairs closer than the separation are redrawn")
+def _random(gen, R, n, d, sep, dtype):
+    return _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+
+
+def _orthogonal_unit(gen: torch.Generator, x: torch.Tensor) -> torch.Tensor:
+    """A random unit direction orthogonal to each row of x (R, d)."""
+    u = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    return _unit(u - (u * x).sum(-1, keepdim=True) * x)
+
+
+@_geometry("close-pair", "iid, with x_2 planted at distance exactly phi from x_1 (catalogue D2)")
+def _close_pair(gen, R, n, d, sep, dtype):
+    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+    if n >= 2:
+        # Catalogue D2: x_2 = cos(t) x_1 + sin(t) u with u a random unit direction orthogonal to x_1.
+        theta = chord_angle(sep)
+        x1 = X[:, 0]
+        X[:, 1] = math.cos(theta) * x1 + math.sin(theta) * _orthogonal_unit(gen, x1)
+    return X
+
+
+@_geometry("clustered", "two tight clusters of nearly collinear points, consecutive points just over phi apart")
+def _clustered(gen, R, n, d, sep, dtype):
+    centers = _unit(torch.randn(R, 2, d, generator=gen, dtype=dtype))
+    X = torch.empty(R, n, d, dtype=dtype)
+    step = max(sep, 1e-3) * 1.01
+    for i in range(n):
+        c = centers[:, i % 2]
+        t = chord_angle((i // 2) * step)
+        X[:, i] = math.cos(t) * c + math.sin(t) * _orthogonal_unit(gen, c)
+    return X
+
+
+@_geometry("antipodal-pairs", "iid directions, each followed by its antipode (x_{2k+1} = -x_{2k})")
+def _antipodal(gen, R, n, d, sep, dtype):
+    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+    X[:, 1::2] = -X[:, 0:n - 1:2]
+    return X
+
+
+def _collinear_admits(n: int, d: int, sep: float) -> str | None:
+    rings = math.ceil(n / max(2 * (d - 1), 1))
+    if d < 2 and n > 2:
+        return "needs d >= 2"
+    if rings * chord_angle(sep) > math.pi / 2 and n > 1:
+        return f"{rings} rings of angular step {chord_angle(sep):.3g} exceed pi/2"
+    return None
+
+
+@_geometry("nearly-collinear", "all points in a narrow cap around one direction c: rings at angles k*t from c "
+           "(t = 2 asin(phi/2)) along +-orthogonal directions, so the closest pairs sit at exactly phi",
+           admits=_collinear_admits)
+def _nearly_collinear(gen, R, n, d, sep, dtype):
+    # Frame: c = column 0, u_1..u_{d-1} the rest. Point i uses direction +-u_j (cycling over 2(d-1) of them) on
+    # ring r at angle (r+1)t: same-direction points are >= phi apart; points on orthogonal/opposite directions
+    # are >= sqrt(2) sin(t) >= phi apart while t <= pi/2.
+    if d == 1:
+        Y = torch.tensor([[1.0], [-1.0]], dtype=dtype)[:n]
+        return _embed(gen, R, Y, d)
+    t = chord_angle(sep) if sep > 0 else 1e-3
+    dirs = 2 * (d - 1)
+    Y = torch.zeros(n, d, dtype=dtype)
+    for i in range(n):
+        ring, j = divmod(i, dirs)
+        ang = (ring + 1) * t
+        Y[i, 0] = math.cos(ang)
+        Y[i, 1 + j // 2] = math.sin(ang) * (1 if j % 2 == 0 else -1)
+    return _embed(gen, R, Y, d)
+
+
+@_geometry("nearly-orthogonal", "n <= d orthonormal directions tilted slightly (by ~0.1/sqrt(d)) at random, "
+           "in a random frame", keeps=("margin",),
+           admits=lambda n, d, s: None if n <= d else f"needs n <= d (n={n}, d={d})")
+def _nearly_orthogonal(gen, R, n, d, sep, dtype):
+    Q = random_frame(gen, R, d, n, dtype).transpose(-1, -2)  # (R, n, d) orthonormal rows
+    return _unit(Q + 0.1 / math.sqrt(d) * torch.randn(R, n, d, generator=gen, dtype=dtype))
+
+
+def _polygon_admits(n: int, d: int, sep: float) -> str | None:
+    if d < 2 and n > 2:
+        return "needs d >= 2"
+    if n >= 2 and 2 * math.sin(math.pi / n) < sep * (1 - 1e-12):
+        return f"a regular {n}-gon has sides 2 sin(pi/{n}) = {2 * math.sin(math.pi / n):.4g} < phi = {sep:g}"
+    return None
+
+
+@_geometry("polygon", "the vertices of a regular n-gon in a random 2-plane (sides 2 sin(pi/n))", fixed=True,
+           admits=_polygon_admits)
+def _polygon(gen, R, n, d, sep, dtype):
+    a = 2 * math.pi * torch.arange(n, dtype=dtype) / n
+    Y = torch.stack([torch.cos(a), torch.sin(a)], -1)
+    return _embed(gen, R, Y[:, :min(2, d)], d)
+
+
+def simplex_vertices(n: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The n vertices of a regular simplex on S^{n-2} as an (n, n-1) matrix (pairwise distance sqrt(2n/(n-1)))."""
+    if n == 1:
+        return torch.ones(1, 1, dtype=dtype)
+    E = torch.eye(n, dtype=dtype) - 1.0 / n
+    # Coordinates in an orthonormal basis of the hyperplane orthogonal to (1, ..., 1).
+    B = torch.linalg.qr(E)[0][:, : n - 1]
+    return _unit(E @ B)
+
+
+@_geometry("simplex", "the vertices of a regular simplex (n <= d + 1) in a random subspace", fixed=True, admits=lambda n, d, s: None if n <= d + 1 else f"needs n <= d + 1 (n={n}, d={d})")
+def _simplex(gen, R, n, d, sep, dtype):
+    return _embed(gen, R, simplex_vertices(n, dtype), d)
+
+
+@_geometry("cross-polytope", "+-e_1, +-e_2, ... (n <= 2d points, orthogonal or antipodal) in a random frame",
+           fixed=True, admits=lambda n, d, s: None if n <= 2 * d else f"needs n <= 2d (n={n}, d={d})")
+def _cross_polytope(gen, R, n, d, sep, dtype):
+    k = math.ceil(n / 2)
+    Y = torch.zeros(n, k, dtype=dtype)
+    for i in range(n):
+        Y[i, i // 2] = 1.0 if i % 2 == 0 else -1.0
+    return _embed(gen, R, Y, d)
+
+
+def lattice_directions(n: int, k: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The first n primitive integer vectors of Z^k (gcd 1, one of +-v), simplest first (by norm, then
+    lexicographically), normalised: an (n, k) matrix."""
+    out: list[tuple[int, ...]] = []
+    m = 1
+    while True:
+        cands = [v for v in itertools.product(range(-m, m + 1), repeat=k)
+                 if any(v) and math.gcd(*v) == 1 and next(x for x in v if x) > 0]
+        if len(cands) >= n or m > 64:
+            cands.sort(key=lambda v: (sum(x * x for x in v), tuple(-x for x in v)))
+            out = cands[:n]
+            break
+        m += 1
+    if len(out) < n:
+        raise EstimatorError(f"lattice: fewer than {n} primitive directions in Z^{k}")
+    return _unit(torch.tensor(out, dtype=dtype))
+
+
+def _lattice_admits(n: int, d: int, sep: float) -> str | None:
+    k = min(d, 3)
+    if k == 1 and n > 1:
+        return "needs d >= 2"
+    if n >= 2 and float(min_separation(lattice_directions(n, k)[None])[0]) < sep * (1 - 1e-12):
+        return f"the {n} simplest lattice directions of Z^{k} are closer than phi = {sep:g}"
+    return None
+
+
+@_geometry("lattice", "the n simplest primitive directions of the integer lattice Z^k (k = min(d, 3)), normalised, "
+           "in a random subspace", fixed=True, admits=_lattice_admits)
+def _lattice(gen, R, n, d, sep, dtype):
+    return _embed(gen, R, lattice_directions(n, min(d, 3), dtype), d)
+
+
+def _arc_admits(n: int, d: int, sep: float) -> str | None:
+    if d < 2 and n > 1:
+        return "needs d >= 2"
+    if n >= 2 and n * chord_angle(sep) > 2 * math.pi * (1 + 1e-12):
+        return f"n * 2 asin(phi/2) = {n * chord_angle(sep):.4g} > 2 pi"
+    return None
+
+
+@_geometry("arc", "n points along a great circle of a random 2-plane, consecutive ones exactly phi apart "
+           "(the tightest configuration of Lemma A.11's proof)", fixed=True, admits=_arc_admits)
+def _arc(gen, R, n, d, sep, dtype):
+    t = chord_angle(sep) if sep > 0 else 2 * math.pi / max(n, 1)
+    a = t * torch.arange(n, dtype=dtype)
+    return _embed(gen, R, torch.stack([torch.cos(a), torch.sin(a)], -1), d)
+
+
+@_geometry("duplicated-directions", "floor(n/2) iid directions, each duplicated at distance exactly phi (every "
+           "pair at the separation limit; the pairs themselves redrawn until phi apart)",
+           admits=lambda n, d, s: "needs phi > 0" if s <= 0 and n > 1 else None)
+def _duplicated(gen, R, n, d, sep, dtype):
+    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+    theta = chord_angle(sep)
+    for i in range(1, n, 2):
+        x = X[:, i - 1]
+        X[:, i] = math.cos(theta) * x + math.sin(theta) * _orthogonal_unit(gen, x)
+    return X
+
+
+def separation_tolerance(separation: float, dtype: torch.dtype) -> float:
+    """A dataset meets the separation when min ||x_i - x_j|| >= phi (1 - tol): tol covers the rounding of a
+    configuration built exactly at the limit (a few hundred ulps of the dtype)."""
+    return 256 * torch.finfo(dtype).eps
+
+
 @INPUTS.register(
     "unit-sphere",
-    "n points on the unit sphere S^{d-1}: iid uniform, a planted close pair at distance exactly phi, or "
-    "tight clusters; every dataset meets the stated minimum separation",
-    fields={"n": "expr", "d": "expr", "separation": "expr",
-            "geometry": ("random", "close-pair", "clustered", "antipodal-pairs")},
+    "n points on the unit sphere S^{d-1} in a geometry (`lemmacheck list --inputs`: "
+    + ", ".join(GEOMETRIES) + "); every dataset has unit norm and meets the stated minimum separation",
+    fields={"n": "expr", "d": "expr", "separation": "expr", "geometry": tuple(GEOMETRIES)},
 )
 def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: float = 0.0,
                 geometry: str = "random", dtype: torch.dtype = torch.float64) -> torch.Tensor:
     n, d = int(n), int(d)
-    X = _place(gen, R, n, d, separation, geometry, dtype)
+    if geometry not in GEOMETRIES:
+        raise EstimatorError(f"unknown geometry {geometry!r}: one of {list(GEOMETRIES)}")
+    geo = GEOMETRIES[geometry]
+    why = geo.admits(n, d, separation)
+    if why:
+        raise EstimatorError(f"geometry {geometry!r} cannot place n={n} points on S^{d - 1} with separation "
+                             f"{separation}: {why}")
+    X = geo.place(gen, R, n, d, separation, dtype)
     if separation > 0 and n >= 2:
+        tol = separation * (1 - separation_tolerance(separation, dtype))
         # Replicates whose points came out closer than the separation are redrawn whole, in the same
         # geometry (the other replicates keep their draws), until every dataset meets it.
-        bad = min_separation(X) < separation * (1 - 1e-9)
+        bad = min_separation(X) < tol
         tries = 0
-        while bool(bad.any()) and tries <= 100:
-            X[bad] = _place(gen, int(bad.sum()), n, d, separation, geometry, dtype)
-            bad = min_separation(X) < separation
+        while bool(bad.any()) and tries <= 100 and not geo.deterministic_shape:
+            X[bad] = geo.place(gen, int(bad.sum()), n, d, separation, dtype)
+            bad = min_separation(X) < tol
             tries += 1
-        if bool((min_separation(X) < separation * (1 - 1e-6)).any()):
+        if bool(bad.any()):
             raise EstimatorError(
                 f"cannot place n={n} points on S^{d - 1} with separation {separation} ({geometry}); "
                 "lower n or the separation, or raise d"
@@ -56,35 +312,100 @@ def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: flo
     return X
 
 
-def _place(gen: torch.Generator, R: int, n: int, d: int, separation: float, geometry: str,
-           dtype: torch.dtype) -> torch.Tensor:
-    """One draw of R datasets in the geometry; the separation is only used to plant the close points."""
-    if geometry == "close-pair" and n >= 2:
-        X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
-        # Catalogue D2: x_2 = cos(t) x_1 + sin(t) u with u a random unit direction orthogonal to x_1.
-        theta = 2 * math.asin(min(separation, 2.0) / 2)
-        u = torch.randn(R, d, generator=gen, dtype=dtype)
-        x1 = X[:, 0]
-        u = _unit(u - (u * x1).sum(-1, keepdim=True) * x1)
-        X[:, 1] = math.cos(theta) * x1 + math.sin(theta) * u
-        return X
-    if geometry == "clustered" and n >= 2:
-        # Two clusters of nearly collinear points, each pair still at least `separation` apart.
-        centers = _unit(torch.randn(R, 2, d, generator=gen, dtype=dtype))
-        X = torch.empty(R, n, d, dtype=dtype)
-        step = max(separation, 1e-3) * 1.01
-        for i in range(n):
-            c = centers[:, i % 2]
-            u = torch.randn(R, d, generator=gen, dtype=dtype)
-            u = _unit(u - (u * c).sum(-1, keepdim=True) * c)
-            t = 2 * math.asin(min((i // 2) * step, 2.0) / 2)
-            X[:, i] = math.cos(t) * c + math.sin(t) * u
-        return X
-    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
-    if geometry == "antipodal-pairs":
-        X[:, 1::2] = -X[:, 0:n - 1:2]
-    return X
-
-
 def rademacher(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.randint(0, 2, shape, generator=gen).to(dtype) * 2 - 1
+
+
+# -------------------------------------------------------------------------------------------------- labels
+
+
+@dataclass(frozen=True)
+class LabelFamily:
+    """How labels y in {-1, +1}^n are drawn; needs_data: uses the datasets X (R, n, d)."""
+
+    name: str
+    description: str
+    draw: Callable[[torch.Generator, int, int, torch.Tensor | None, torch.dtype], torch.Tensor]
+    needs_data: bool = False
+
+
+LABELS: dict[str, LabelFamily] = {}
+
+
+def _label(name: str, description: str, needs_data: bool = False):
+    def deco(fn):
+        LABELS[name] = LabelFamily(name, description, fn, needs_data)
+        return fn
+    return deco
+
+
+@_label("rademacher", "iid uniform signs (the default)")
+def _rademacher_labels(gen, R, n, X, dtype):
+    return rademacher(gen, (R, n), dtype)
+
+
+@_label("constant", "every label +1")
+def _constant_labels(gen, R, n, X, dtype):
+    return torch.ones(R, n, dtype=dtype)
+
+
+@_label("by-cluster", "two clusters of the data (the two farthest points as seeds, one nearest-seed pass): "
+        "+1 on one, -1 on the other", needs_data=True)
+def _cluster_labels(gen, R, n, X, dtype):
+    assert X is not None
+    if n < 2:
+        return torch.ones(R, n, dtype=dtype)
+    D = torch.cdist(X, X)
+    flat = D.flatten(1).argmax(-1)
+    i, j = flat // n, flat % n
+    ar = torch.arange(R)
+    di, dj = D[ar, i], D[ar, j]  # (R, n) distances to both seeds
+    return torch.where(di <= dj, 1.0, -1.0).to(dtype)
+
+
+@_label("half-space", "sign(<w, x_i>) for a random direction w (ties +1): linearly separable through the origin",
+        needs_data=True)
+def _halfspace_labels(gen, R, n, X, dtype):
+    assert X is not None
+    w = torch.randn(R, X.shape[-1], generator=gen, dtype=X.dtype)
+    return torch.where(torch.einsum("rnd,rd->rn", X, w) >= 0, 1.0, -1.0).to(dtype)
+
+
+def label_pattern(spec: Any) -> list[int] | None:
+    """An explicit labelling: a list of +-1 or a string of '+'/'-' ("+-+"); None for a family name."""
+    if isinstance(spec, str):
+        if spec in LABELS:
+            return None
+        if spec and set(spec) <= {"+", "-"}:
+            return [1 if c == "+" else -1 for c in spec]
+        raise ValueError(f"labels {spec!r}: one of {list(LABELS)}, or an explicit pattern of '+'/'-' such as '+-+'")
+    if isinstance(spec, (list, tuple)) and spec and all(v in (1, -1) for v in spec):
+        return [int(v) for v in spec]
+    raise ValueError(f"labels {spec!r}: one of {list(LABELS)}, a '+'/'-' string or a list of +1/-1")
+
+
+def draw_labels(gen: torch.Generator, spec: Any, R: int, n: int, X: torch.Tensor | None = None,
+                dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Labels (R, n) of the family or explicit pattern `spec` for the datasets X (R, n, d)."""
+    pattern = label_pattern(spec)
+    if pattern is not None:
+        if len(pattern) != n:
+            raise EstimatorError(f"labels pattern {spec!r} has {len(pattern)} entries for n={n} points")
+        return torch.tensor(pattern, dtype=dtype).expand(R, n).clone()
+    fam = LABELS[spec]
+    if fam.needs_data and (X is None or X.shape[-2] != n):
+        raise EstimatorError(f"labels {spec!r} depend on the data: call ctx.labels(n, X) with the (R, n, d) datasets")
+    return fam.draw(gen, R, n, X, dtype)
+
+
+def all_patterns(n: int) -> list[list[int]]:
+    """Every labelling of n points up to a global sign flip (2^(n-1) patterns; the first label is +1)."""
+    return [[1, *p] for p in itertools.product((1, -1), repeat=n - 1)] if n else [[]]
+
+
+def describe_families() -> dict[str, dict[str, str]]:
+    """Geometries and label families with what each keeps (for `lemmacheck list --inputs` and reports)."""
+    return {
+        "geometries": {g.name: f"{g.description} [keeps: {', '.join(sorted(g.keeps))}]" for g in GEOMETRIES.values()},
+        "labels": {f.name: f.description for f in LABELS.values()},
+    }
