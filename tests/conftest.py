@@ -31,7 +31,7 @@ probability = "1 - delta"
 requires    = "m >= 32"
 
 [profiles.quick]
-replicates = 40
+replicates = 100
 shard_size = 10
 configs = [ { m = 16, L = 2, B = 100.0 }, { m = 64, L = 2, B = 100.0 } ]
 

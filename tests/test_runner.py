@@ -86,7 +86,7 @@ def test_in_process_and_process_pool_give_identical_json(tmp_path, claims_dir):
     a = _run([claims_dir], tmp_path / "a.db", workers=1)
     b = _run([claims_dir], tmp_path / "b.db", workers=2)
     assert _stable(a) == _stable(b)
-    assert a["claims"][0]["configs"][0]["replicates"] == 40
+    assert a["claims"][0]["configs"][0]["replicates"] == 100
 
 
 def test_dask_cluster_gives_the_same_json_as_in_process(tmp_path, claims_dir):
@@ -127,11 +127,11 @@ def test_seed_changes_draws_and_repeats_exactly(tmp_path, claims_dir):
 def test_config_seeds_do_not_depend_on_other_configs(claims_dir):
     (claims_dir / "norm.toml").write_text(NORM_CLAIM)
     claim = load_claims([claims_dir])[0][0]
-    # A configuration's seed is a function of (run seed, claim id, params) alone: adding or removing other
-    # configurations, or switching profile, never changes it.
+    # A configuration's seed is a function of (run seed, profile, claim id, params) alone: adding or removing
+    # other configurations never changes it.
     for profile in ("quick", "full"):
         for p in plan(claim, profile, 3):
-            assert p.seed == config_seed(3, claim.id, p.params)
+            assert p.seed == config_seed(3, claim.id, p.params, profile)
     assert len({p.seed for p in plan(claim, "full", 3)}) == 4
 
 

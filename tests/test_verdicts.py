@@ -42,14 +42,28 @@ def test_probabilistic_rules():
     # 15/100: rate above delta but not significantly -> inconclusive
     r = _cfg(c, np.r_[np.full(15, 2.0), np.full(85, 0.5)])
     assert r.verdict == "inconclusive"
-    # 10/100 = delta exactly: no significant violation and the rate is within delta -> holds
-    assert _cfg(c, np.r_[np.full(10, 2.0), np.full(90, 0.5)]).verdict == "holds"
+    # 10/100 = delta exactly: the rate may well exceed delta -> inconclusive, not "holds"
+    assert _cfg(c, np.r_[np.full(10, 2.0), np.full(90, 0.5)]).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("k,n,expected", [
+    (0, 90, "inconclusive"),  # too few draws: the upper end 1 - (α/2)^(1/n) = 0.104 is not below δ = 0.1
+    (0, 100, "holds"),  # 0.094 < 0.1
+    (2, 200, "holds"),
+    (13, 100, "inconclusive"),  # 1.3 δ: read "holds" by the old point-estimate rule only when k <= δ n
+    (5, 100, "inconclusive"),  # a point estimate below δ is not evidence at n = 100
+    (60, 1000, "holds"),
+])
+def test_probabilistic_holds_needs_the_interval_upper_end_below_delta(k, n, expected):
+    r = _cfg(_claim(), np.r_[np.full(k, 2.0), np.full(n - k, 0.5)])
+    assert r.verdict == expected
+    assert (r.violation_ci[1] < 0.1) == (expected == "holds")
 
 
 def test_conditioning_failures_are_not_violations():
     c = _claim()
-    r = _cfg(c, np.r_[np.full(50, 9.0), np.full(50, 0.5)], valid=np.r_[np.zeros(50, bool), np.ones(50, bool)])
-    assert r.verdict == "holds" and r.conditioning_failures == 50 and r.replicates == 50
+    r = _cfg(c, np.r_[np.full(50, 9.0), np.full(150, 0.5)], valid=np.r_[np.zeros(50, bool), np.ones(150, bool)])
+    assert r.verdict == "holds" and r.conditioning_failures == 50 and r.replicates == 150
 
 
 def test_configuration_where_no_draw_meets_the_hypotheses_is_no_evidence():

@@ -1,13 +1,17 @@
 """Plan configurations, shard replicates, run shards on an Executor, evaluate verdicts from the store.
 
-Seeding: a configuration's seed is drawn from numpy.random.SeedSequence([run seed, claim id, params]); its
-shards are that SeedSequence's children. Shard sizes are fixed by the claim, never by the worker count, and
-every shard runs with one BLAS thread, so results are bit-identical whatever the executor or worker count.
+Seeding: a configuration's seed is drawn from numpy.random.SeedSequence([run seed, profile, claim id, params])
+(128-bit hashes of the strings, so no two of them share a stream by truncation); its shards are that
+SeedSequence's children, and a shard's torch generator gets its whole mt19937 state from the shard seed
+(`seeded_generator`: manual_seed would keep only 32 of its 64 bits). Shard sizes are fixed by the claim, never
+by the worker count, and every shard runs with one BLAS thread, so results are bit-identical whatever the
+executor or worker count.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import itertools
 import json
 import math
@@ -66,14 +70,40 @@ def _crc(s: str) -> int:
     return zlib.crc32(s.encode())
 
 
-def config_seed(run_seed: int, claim_id: str, params: dict[str, float]) -> int:
-    ss = np.random.SeedSequence([run_seed, _crc(claim_id), _crc(json.dumps(params, sort_keys=True))])
+def _entropy(s: str) -> int:
+    # 128 bits of a string for SeedSequence: crc32 would let two claim ids (or parameter sets) collide.
+    return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=16).digest(), "little")
+
+
+def config_seed(run_seed: int, claim_id: str, params: dict[str, float], profile: str = "") -> int:
+    """The configuration's seed: its own stream per (run seed, profile, claim, parameters). `profile` is ""
+    outside a run's profiles (hunt)."""
+    ss = np.random.SeedSequence([run_seed, _entropy(profile), _entropy(claim_id),
+                                 _entropy(json.dumps(params, sort_keys=True))])
     return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))  # 63 bits: fits SQLite INTEGER
 
 
 def shard_seed(cfg_seed: int, shard_index: int) -> int:
     child = np.random.SeedSequence(cfg_seed, spawn_key=(shard_index,))
     return int(child.generate_state(1, dtype=np.uint64)[0])
+
+
+# torch's CPU generator state (CPUGeneratorImplState): int64 seed, int32 left, int32 seeded, uint64 next, then
+# the 624 mt19937 words, one per uint64 slot.
+_MT_OFFSET, _MT_WORDS = 24, 624
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A CPU generator whose whole mt19937 state comes from SeedSequence(seed): `manual_seed` keeps only the low
+    32 bits (s and s + 2**32 would draw the same numbers), which makes distinct 64-bit shard seeds collide."""
+    gen = torch.Generator().manual_seed(seed & 0xFFFFFFFF)  # a valid header: next word 0, twist on first draw
+    state = gen.get_state().numpy().copy()
+    words = state[_MT_OFFSET:_MT_OFFSET + 8 * _MT_WORDS].view(np.uint64)
+    if state.size < _MT_OFFSET + 8 * _MT_WORDS or int(words[0]) != seed & 0xFFFFFFFF:
+        raise RuntimeError("torch's CPU generator state layout changed: update runner.seeded_generator")
+    words[:] = np.random.SeedSequence(seed).generate_state(_MT_WORDS, dtype=np.uint32)
+    gen.set_state(torch.from_numpy(state))
+    return gen
 
 
 def param_strategy(p: Param):
@@ -120,7 +150,8 @@ def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
     early = prof.early_stop and claim.mode == "probabilistic"
-    return [ConfigPlan(c, config_seed(seed, claim.id, c), prof.replicates, prof.shard_size, early) for c in cfgs]
+    return [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size, early)
+            for c in cfgs]
 
 
 def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
@@ -130,7 +161,7 @@ def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
     assert chk is not None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    gen = torch.Generator().manual_seed(task.seed)
+    gen = seeded_generator(task.seed)
     ctx = Context(claim.id, dict(task.params), task.replicates, gen, DTYPES[chk.dtype], torch.device(device),
                   dict(chk.args), dict(claim.inputs), chk.search, claim.network)
     t0 = time.perf_counter()
