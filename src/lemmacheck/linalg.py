@@ -1,23 +1,55 @@
 """Linear algebra that lemmas need, with honesty about what each method guarantees.
 
-Spectral norms decide upper-bound claims, and power iteration under-estimates them, so `spectral_norm`
-is exact (LAPACK SVD) up to a size, and above it uses Lanczos from two independent starts that must agree;
-the method is returned so results record it.
+Spectral norms decide upper-bound claims, and power iteration under-estimates them, so `spectral_norm` never
+under-estimates: up to a size it takes the largest eigenvalue of the smaller Gram matrix (LAPACK eigvalsh, about
+2.5x faster than an SVD and as accurate for the largest singular value) and rounds it UP by a bound on the
+rounding error of forming the Gram and of the eigensolver; above that size it uses Lanczos from two independent
+starts that must agree. The method is returned so results record it. `spectral_norm_at_most` certifies
+||W||_2 <= c by a Cholesky factorisation (cheaper still) when only the decision is needed.
+
+`gaussian_spectral_norm` draws the largest singular value of a Gaussian matrix exactly in distribution from the
+Golub-Kahan bidiagonal model (O(k) random numbers instead of a×b, no SVD): for estimators whose claim depends on a
+Gaussian weight matrix only through its spectral norm.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-import scipy.sparse.linalg as spla
 import torch
 
-EXACT_SVD_MAX = 2048  # LAPACK singular values up to this min-dimension (a few seconds in float64 on 2 cores)
+EXACT_SVD_MAX = 2048  # eigvalsh of the Gram up to this min-dimension (well under a second in float64 on 2 cores)
+
+
+def gram(W: torch.Tensor) -> torch.Tensor:
+    """The smaller of W^T W and W W^T for a batch (..., a, b), in float64 (a float32 Gram would lose the
+    accuracy that the rounding allowance of `spectral_norm` assumes)."""
+    A = W.to(torch.float64)
+    return A.transpose(-1, -2) @ A if W.shape[-1] <= W.shape[-2] else A @ A.transpose(-1, -2)
+
+
+def gram_rounding_bound(W: torch.Tensor) -> torch.Tensor:
+    """An upper bound on |lambda_max(fl(Gram)) computed - lambda_max(Gram)| per matrix: the Gram's rounding error
+    (|fl(A^T A) - A^T A| <= gamma_k |A|^T |A| entrywise, whose spectral norm is <= gamma_k ||A||_F^2) plus
+    eigvalsh's backward error (a small multiple of n u ||G||, taken as 4 n u ||A||_F^2)."""
+    u = torch.finfo(torch.float64).eps / 2
+    k, n = max(W.shape[-2:]), min(W.shape[-2:])
+    fro2 = W.to(torch.float64).pow(2).sum((-1, -2))
+    gamma = k * u / (1 - k * u)
+    return (gamma + 4 * n * u) * fro2
 
 
 def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torch.Tensor, str]:
-    """Largest singular value of each matrix in a batch (..., a, b); returns (norms, method)."""
+    """Largest singular value of each matrix in a batch (..., a, b), never below the exact one; returns (norms,
+    method). Up to `exact_max` the rounded-up square root of the Gram's largest eigenvalue (relative excess about
+    (a + b) * 1e-16 * ||W||_F^2 / ||W||_2^2, far below any claim's resolution), above it cross-checked Lanczos."""
     if min(W.shape[-2:]) <= exact_max:
-        return torch.linalg.matrix_norm(W, ord=2), "exact-svd"
+        lam = torch.linalg.eigvalsh(gram(W))[..., -1]
+        s = (lam.clamp_min(0) + gram_rounding_bound(W)).sqrt()
+        return s.to(W.dtype), "gram-eigvalsh (rounded up)"
+    import scipy.sparse.linalg as spla  # only for matrices above exact_max: keep scipy.sparse out of start-up
+
     flat = W.reshape(-1, *W.shape[-2:])
     out = torch.empty(flat.shape[0], dtype=W.dtype)
     for k, M in enumerate(flat):
@@ -33,6 +65,72 @@ def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torc
     return out.reshape(W.shape[:-2]), "lanczos-cross-checked"
 
 
+def spectral_norm_exact_svd(W: torch.Tensor) -> torch.Tensor:
+    """The slow path (LAPACK SVD), kept as the reference that tests compare the fast paths with."""
+    return torch.linalg.matrix_norm(W, ord=2)
+
+
+def spectral_norm_at_most(W: torch.Tensor, c: float) -> torch.Tensor:
+    """Certified decision ||W||_2 <= c per matrix of a batch (..., a, b), by Cholesky of c^2 I - Gram.
+
+    Cholesky succeeds iff the computed c^2 I - fl(Gram) is positive definite; the margin gram_rounding_bound
+    (Gram rounding) plus Cholesky's own backward error (< (n+1) u c^2 for a PD matrix of norm <= c^2, taken as
+    2 (n + 1) u c^2) is subtracted first, so True certifies the exact inequality. False means ||W|| > c - O(u):
+    matrices within rounding of c are resolved by the exact path (`spectral_norm` rounded up), never guessed."""
+    G = gram(W)
+    n = G.shape[-1]
+    u = torch.finfo(torch.float64).eps / 2
+    margin = gram_rounding_bound(W) + 2 * (n + 1) * u * c * c
+    shift = (c * c - margin).unsqueeze(-1).unsqueeze(-1)
+    eye = torch.eye(n, dtype=G.dtype)
+    _, info = torch.linalg.cholesky_ex(shift * eye - G)
+    ok = info == 0
+    if bool((~ok).any()):  # not certified: decide those exactly (a violation, or a norm within rounding of c)
+        flat_ok, flat_W = ok.reshape(-1), W.reshape(-1, *W.shape[-2:])
+        idx = (~flat_ok).nonzero().squeeze(-1)
+        flat_ok = flat_ok.clone()
+        flat_ok[idx] = spectral_norm(flat_W[idx])[0] <= c
+        ok = flat_ok.reshape(ok.shape)
+    return ok
+
+
+def gaussian_spectral_norm(gen: torch.Generator, shape: tuple[int, ...], a: int, b: int,
+                           scale: float = 1.0) -> tuple[torch.Tensor, str]:
+    """||scale * G||_2 for independent a×b matrices G with iid N(0, 1) entries, `shape` of them, exactly in
+    distribution, without drawing G.
+
+    Householder bidiagonalisation of a Gaussian matrix keeps the untouched block Gaussian at every step, so G has
+    the singular values of the k×k upper bidiagonal B (k = min(a, b), N = max(a, b)) with diagonal chi_N,
+    chi_{N-1}, …, chi_{N-k+1} and superdiagonal chi_{k-1}, …, chi_1, all independent (Dumitriu & Edelman 2002,
+    beta = 1). The largest singular value of B is the largest eigenvalue of the 2k×2k zero-diagonal tridiagonal
+    [[0, B], [B^T, 0]] in Golub-Kahan order, found by LAPACK bisection (stebz), which is accurate to a few ulps of
+    ||B||; the result is rounded up by 4 k ulps. The chi draws come from a numpy generator seeded from `gen`, so
+    the shard stays reproducible from its seed."""
+    k, N = min(a, b), max(a, b)
+    count = math.prod(shape)
+    seed = int(torch.randint(0, 2 ** 62, (1,), generator=gen))
+    rng = np.random.default_rng(seed)
+    diag = np.sqrt(rng.chisquare(np.arange(N, N - k, -1, dtype=np.float64), size=(count, k)))
+    sup = np.sqrt(rng.chisquare(np.arange(k - 1, 0, -1, dtype=np.float64), size=(count, k - 1))) if k > 1 else \
+        np.zeros((count, 0))
+    out = np.array([bidiagonal_norm(diag[r], sup[r]) for r in range(count)])
+    return (torch.from_numpy(out).reshape(shape) * scale,
+            "Gaussian bidiagonal model (exact in distribution), bisection rounded up")
+
+
+def bidiagonal_norm(diag: np.ndarray, sup: np.ndarray) -> float:
+    """Largest singular value of the upper bidiagonal matrix with this diagonal (k) and superdiagonal (k - 1),
+    rounded up by 4 k ulps: the top eigenvalue of its Golub-Kahan form by LAPACK bisection (O(k), no SVD)."""
+    from scipy.linalg import eigvalsh_tridiagonal
+
+    k = len(diag)
+    off = np.empty(2 * k - 1)
+    off[0::2], off[1::2] = diag, sup
+    top = eigvalsh_tridiagonal(np.zeros(2 * k), off, select="i", select_range=(2 * k - 1, 2 * k - 1),
+                               lapack_driver="stebz")[0]
+    return float(top) * (1 + 4 * k * np.finfo(np.float64).eps)
+
+
 def psd_sqrt(G: torch.Tensor) -> torch.Tensor:
     """A factor A with A A^T = G for batched PSD G (..., n, n); tolerant of rank deficiency (eigh, clamp)."""
     evals, evecs = torch.linalg.eigh(G)
@@ -46,6 +144,23 @@ def top_s_norm(u: torch.Tensor, s: int) -> torch.Tensor:
 
 
 def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
-    """Euclidean projection onto {||D||_2 <= tau}: clip singular values at tau."""
+    """Euclidean projection onto {||D||_2 <= tau}: clip singular values at tau.
+
+    From the eigendecomposition of the smaller Gram (eigh: about 1.7x faster than an SVD at 1024): with
+    D^T D = V diag(s^2) V^T, the projection is D V diag(min(1, tau/s)) V^T, written as a correction
+    D + D V diag(min(1, tau/s) - 1) V^T so that directions with s <= tau (where small eigenvalues of the Gram are
+    inaccurate) are left exactly as they are."""
+    wide = D.shape[-1] > D.shape[-2]
+    A = D.transpose(-1, -2) if wide else D
+    evals, V = torch.linalg.eigh(gram(A))
+    s = evals.clamp_min(0).sqrt()
+    f = torch.where(s > tau, tau / s.clamp_min(1e-300), torch.ones_like(s)) - 1
+    A64 = A.to(torch.float64)
+    out = (A64 + (A64 @ (V * f.unsqueeze(-2))) @ V.transpose(-1, -2)).to(D.dtype)
+    return out.transpose(-1, -2) if wide else out
+
+
+def clip_spectral_svd(D: torch.Tensor, tau: float) -> torch.Tensor:
+    """The slow path of `clip_spectral` (full SVD), kept as the reference for tests."""
     U, S, Vh = torch.linalg.svd(D, full_matrices=False)
     return (U * S.clamp_max(tau).unsqueeze(-2)) @ Vh
