@@ -1,0 +1,91 @@
+"""Every estimator fast path against its slow path (args.sampler = 'full', or the textbook computation), exactly
+where the fast path is a rewrite and statistically (two-sample KS, fixed seeds: deterministic) where it is a
+different but exact-in-law sampler."""
+
+import math
+
+import pytest
+import torch
+from scipy import stats
+
+import lemmacheck.builtin  # noqa: F401  (registers the estimators)
+from lemmacheck import linalg as la
+from lemmacheck.context import Context
+from lemmacheck.nets import zou2018 as net
+from lemmacheck.quantities import zou2018 as zq
+from lemmacheck.registry import QUANTITIES
+
+
+def _ctx(params, R, seed, args=None, search="none"):
+    return Context("test", dict(params), R, torch.Generator().manual_seed(seed), args=args or {},
+                   inputs_spec={"kind": "unit-sphere", "n": "n", "d": "d"}, search=search)
+
+
+def _est(name, params, R, seed, **kw):
+    return QUANTITIES.get(name).obj(_ctx(params, R, seed, **kw))
+
+
+@pytest.mark.parametrize("name,params", [
+    ("max-weight-spectral-norm", {"m": 24, "L": 3, "n": 2, "d": 10}),
+    ("max-weight-spectral-norm", {"m": 16, "L": 2, "n": 2, "d": 40, "alternate": 1}),
+    ("gaussian-edge-excess", {"m": 30, "d": 12}),
+])
+def test_bidiagonal_weight_norms_have_the_law_of_drawn_weights(name, params):
+    R = 1500
+    fast = _est(name, params, R, 1)
+    slow = _est(name, params, R, 2, args={"sampler": "full"})
+    assert "bidiagonal" in fast.method and "bidiagonal" not in slow.method
+    assert fast.value.shape == (R,) and fast.value.dtype == torch.float64
+    assert stats.ks_2samp(fast.value.numpy(), slow.value.numpy()).pvalue > 1e-3
+
+
+def test_max_layer_output_norm_conditional_has_the_law_of_the_full_forward():
+    params = {"m": 64, "L": 4, "n": 3, "d": 8}
+    fast = _est("max-layer-output-norm", params, 1500, 3)
+    slow = _est("max-layer-output-norm", params, 1500, 4, args={"sampler": "full"})
+    assert "conditioning" in fast.method and slow.method == "full forward pass"
+    assert stats.ks_2samp(fast.value.numpy(), slow.value.numpy()).pvalue > 1e-3
+
+
+def test_theorem_5_1_i_certificate_equals_the_exact_decision():
+    """The Cholesky certificate decides ||W_l|| <= 7/2 exactly as the SVD does, also for norms straddling 7/2."""
+    g = torch.Generator().manual_seed(5)
+    dims = [6, 20, 20, 20]
+    Ws = net.init(g, 40, dims)
+    # rescale layer 2 so its norms spread across 3.5 (some within 1e-6 of it)
+    s = la.spectral_norm_exact_svd(Ws[1])
+    target = 3.5 * (1 + torch.linspace(-0.05, 0.05, 40, dtype=torch.float64))
+    target[::7] = 3.5 * (1 + 1e-7 * torch.sign(torch.randn(len(target[::7]), generator=g, dtype=torch.float64)))
+    Ws[1] = Ws[1] * (target / s).reshape(-1, 1, 1)
+    X = torch.nn.functional.normalize(torch.randn(40, 3, 6, generator=g, dtype=torch.float64), dim=-1)
+    fwd = net.forward(Ws, X)
+    xn = torch.stack([x.norm(dim=-1).amax(-1) for x in fwd.x[1:]], -1).amax(-1)
+    wn = torch.stack([la.spectral_norm_exact_svd(W) for W in Ws], -1).amax(-1)
+    assert torch.equal(zq._theorem_5_1_i(Ws, fwd), (xn <= 1.5) & (wn <= 3.5))
+
+
+def test_perturbed_weight_norm_is_the_norm_of_the_explicit_maximiser():
+    """Slow path: form W + tau u1 v1^T from a full SVD and take its SVD norm; fast path: ||W|| + tau."""
+    params = {"m": 12, "L": 3, "n": 2, "d": 5, "tau": 0.4}
+    out = _est("perturbed-weight-norm", params, 6, 7)
+    Ws, _ = zq._init(_ctx(params, 6, 7))
+    ref = []
+    for W in Ws:
+        U, _, Vh = torch.linalg.svd(W, full_matrices=False)
+        ref.append(la.spectral_norm_exact_svd(W + 0.4 * U[..., :, :1] @ Vh[..., :1, :]))
+    ref = torch.stack(ref, -1).amax(-1)
+    assert bool((out.value >= ref).all())
+    torch.testing.assert_close(out.value, ref, rtol=1e-12, atol=0)
+
+
+def test_forward_perturbation_search_matches_svd_projection(monkeypatch):
+    """The adversarial search with the eigh-based projection finds the same value as with the SVD projection
+    (same draws, same iterates up to rounding)."""
+    from lemmacheck import search
+
+    params = {"m": 16, "L": 2, "n": 3, "d": 6, "tau": 0.2}
+    fast = _est("forward-perturbation", params, 4, 9, search="adversarial", args={"steps": 5})
+    monkeypatch.setitem(search.BALLS, "spectral", (search._scale_to, la.clip_spectral_svd))
+    slow = _est("forward-perturbation", params, 4, 9, search="adversarial", args={"steps": 5})
+    torch.testing.assert_close(fast.value, slow.value, rtol=1e-9, atol=0)
+    assert math.isfinite(fast.value.sum().item())
