@@ -116,7 +116,9 @@ def _log_softplus_neg(mg: torch.Tensor) -> torch.Tensor:
     t = torch.exp(-mg)
     small = torch.log(torch.nn.functional.softplus(-mg))
     safe_t = torch.where(t > 0, t, torch.ones_like(t))
-    large = -mg + torch.where(t > 0, torch.log(torch.log1p(safe_t) / safe_t), torch.zeros_like(t))
+    # log(log1p(t)/t) = -t/2 + O(t^2); the series also avoids subnormal t, where log1p(t)/t loses every bit.
+    corr = torch.where(safe_t < 1e-8, -safe_t / 2, torch.log(torch.log1p(safe_t) / safe_t))
+    large = -mg + torch.where(t > 0, corr, torch.zeros_like(t))
     return torch.where(mg > 20, large, small)
 
 

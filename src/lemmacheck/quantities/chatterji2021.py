@@ -306,3 +306,338 @@ def gd_loss_ratio(ctx: Context) -> Observation:
     return Observation(value, valid=hyp, extras={"alpha": alpha, "Q": Q, "log_J1": logJ1,
                                                  "final_rel_change": rel[:, -1]},
                        method="full-batch GD, compensated (V^(1) + D_t, outputs by difference propagation)")
+
+
+# ============================================================================ scalar and small-matrix facts
+# Lemmas B.3, B.4, B.6, B.7, B.8 and the Appendix-F tools hold for every argument in their domain: the draws
+# below mix random points with the structured ones where each inequality is tightest (its equality cases and the
+# edges of the stated ranges), so a violation, where one exists, is found by construction, not by luck.
+
+def _signs(ctx: Context, *shape: int) -> torch.Tensor:
+    return torch.where(torch.rand(*shape, generator=ctx.generator) < 0.5, -1.0, 1.0).to(torch.float64)
+
+
+@QUANTITIES.register("chatterji2021-logistic-inequality", "Lemma B.3: part 1 sigma(-z)/log(1+e^{-z}) (<= 1); part 2 "
+                     "the larger of [e^z/(1+e^z)^2]/[1/(1+e^z)] and [1/(1+e^z)]/log(1+e^{-z}) (<= 1), z = y f over "
+                     "all of R (log domain)", networks=NET)
+def logistic_inequality(ctx: Context) -> Observation:
+    R, k = ctx.replicates, 256
+    z = _log_uniform(ctx, 1e-9, float(ctx.p("zmax", 740.0)), R, k) * _signs(ctx, R, k)
+    special = torch.tensor([0.0, 1e-300, -1e-300, 740.0, -740.0, 36.0, 37.0, -36.0], dtype=torch.float64)
+    z = torch.cat([z, special.expand(R, -1)], -1)
+    logsig = torch.nn.functional.logsigmoid
+    # log[1/(1+e^z)] - log log(1+e^{-z}): _log_softplus_neg(m) = log log(1 + e^{-m}) without underflow.
+    r1 = torch.exp(logsig(-z) - net._log_softplus_neg(z))
+    part = str(ctx.arg("part", "1"))
+    if part == "1":
+        val = r1.amax(-1)
+    elif part == "2":
+        val = torch.maximum(torch.exp(logsig(z)).amax(-1), r1.amax(-1))  # [e^z/(1+e^z)^2]/[1/(1+e^z)] = sigmoid(z)
+    else:
+        raise EstimatorError(f"args.part = '{part}': expected '1' or '2'")
+    return Observation(val, method="log-domain closed forms at random z in +-[1e-9, 740] and the extremes")
+
+
+def _concave_family(kind: torch.Tensor, a: torch.Tensor, b: torch.Tensor, M: torch.Tensor, z: torch.Tensor):
+    """ψ(z) per replicate (broadcast over the last dim) for the concave families with ψ(0) = 0 of Lemma B.4's
+    search: 0 min(a z, b z + a M) (piecewise linear), 1 z^a (a in (0,1)), 2 log(1 + b z / M), 3 the ψ of Lemma 4.5
+    (1 - e^{-z}) log(1/(e^z - 1)) (concave on (0, 1], AUX-5), 4 -b z^2 / M (concave, negative), 5 a z (linear)."""
+    k = kind[:, None]
+    zz = z.clamp_min(0.0)
+    vals = [
+        torch.minimum(a[:, None] * zz, b[:, None] * zz + a[:, None] * M[:, None] / 2),
+        zz ** a[:, None],
+        torch.log1p(b[:, None] * zz / M[:, None]),
+        torch.where(zz > 0, -torch.expm1(-zz) * -torch.log(torch.expm1(zz.clamp_min(1e-300))), torch.zeros_like(zz)),
+        -b[:, None] * zz ** 2 / M[:, None],
+        a[:, None] * zz,
+    ]
+    out = torch.zeros_like(zz)
+    for i, v in enumerate(vals):
+        out = torch.where(k == i, v, out)
+    return out
+
+
+@QUANTITIES.register("chatterji2021-concave-sum-min", "Lemma B.4: 1 + (sum_i psi(z_i) - psi(M)) / (sum_i |psi(z_i)| + "
+                     "|psi(M)|) over concave psi with psi(0) = 0 and z on the simplex sum z_i = M (>= 1)",
+                     networks=NET)
+def concave_sum_min(ctx: Context) -> Observation:
+    R, n = ctx.replicates, ctx.i("n")
+    kind = torch.randint(0, 6, (R,), generator=ctx.generator)
+    M = _log_uniform(ctx, 1e-30, 1.0, R)
+    a = torch.rand(R, generator=ctx.generator, dtype=torch.float64).clamp(1e-3, 1 - 1e-3)
+    b = _log_uniform(ctx, 1e-3, 1e3, R)
+    # z: random simplex points with random sparsity, a vertex (the minimiser) and the barycentre (the maximiser).
+    w = -torch.log(torch.rand(R, n, generator=ctx.generator, dtype=torch.float64).clamp_min(1e-300))
+    w = w * (torch.rand(R, n, generator=ctx.generator) < torch.rand(R, 1, generator=ctx.generator)).to(w.dtype)
+    w[:, 0] += 1e-3
+    pick = torch.randint(0, 4, (R, 1), generator=ctx.generator)
+    w = torch.where(pick == 1, torch.nn.functional.one_hot(torch.zeros(R, dtype=torch.long), n).to(w.dtype), w)
+    w = torch.where(pick == 2, torch.ones_like(w), w)
+    z = M[:, None] * w / w.sum(-1, keepdim=True)
+    lhs = _concave_family(kind, a, b, M, z).sum(-1)
+    rhs = _concave_family(kind, a, b, M, M[:, None]).squeeze(-1)
+    val = 1 + (lhs - rhs) / (_concave_family(kind, a, b, M, z).abs().sum(-1) + rhs.abs()).clamp_min(1e-300)
+    return Observation(val, extras={"family": kind.to(torch.float64), "M": M},
+                       method="six concave families x random / vertex / barycentre simplex points")
+
+
+def _norm_profiles(ctx: Context, L: int, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """(R, L+1) non-negative layer norms with collective norm eta in [lo, hi] (log-uniform): half random, half the
+    AM-GM extremals (the last m layers equal, the others 0, m uniform in [1, L+1])."""
+    R = ctx.replicates
+    eta = torch.exp(torch.log(lo) + torch.rand(R, generator=ctx.generator, dtype=torch.float64) * torch.log(hi / lo))
+    a = torch.rand(R, L + 1, generator=ctx.generator, dtype=torch.float64) ** 2
+    m = torch.randint(1, L + 2, (R, 1), generator=ctx.generator)
+    idx = torch.arange(L + 1).expand(R, -1)
+    ext = (idx >= (L + 1 - m)).to(torch.float64)
+    a = torch.where(torch.rand(R, 1, generator=ctx.generator) < 0.5, ext, a)
+    return eta[:, None] * a / a.norm(dim=-1, keepdim=True)
+
+
+@QUANTITIES.register("chatterji2021-norm-profile-ratio", "Lemmas B.6/B.7 as LHS/RHS over layer-norm profiles: "
+                     "args.part 'b6-1' max_k prod_{j>k} ||V_j|| / (||V||/sqrt L)^L at ||V|| > sqrt(L+1); 'b6-1-outer' "
+                     "the same over ||V||^L; 'b6-2' over ||V||^L at ||V|| > 1; 'b7' prod_{i in I} ||A_i||_op ||M_i||_op / "
+                     "max{||A||^{L+1}/(L+1)^{(L+1)/2}, ||A||} for matrices (<= 1)", networks=NET)
+def norm_profile_ratio(ctx: Context) -> Observation:
+    L, R = ctx.i("L"), ctx.replicates
+    part = str(ctx.arg("part", "b6-1"))
+    top = float(ctx.arg("eta_max_factor", 4.0))
+    if part in ("b6-1", "b6-1-outer", "b6-2"):
+        lo = math.sqrt(L + 1) * (1 + 1e-9) if part != "b6-2" else 1 + 1e-9
+        a = _norm_profiles(ctx, L, torch.full((R,), lo, dtype=torch.float64),
+                           torch.full((R,), top * math.sqrt(L + 1), dtype=torch.float64))
+        eta = a.norm(dim=-1)
+        # prod_{j=k+1}^{L+1} a_j for k in [L]: suffix products of a_2..a_{L+1}
+        suffix = torch.flip(torch.cumprod(torch.flip(a[:, 1:], [-1]), -1), [-1])
+        lhs = suffix.amax(-1)
+        rhs = (eta / math.sqrt(L)) ** L if part == "b6-1" else eta ** L
+        return Observation(lhs / rhs, extras={"norm_V": eta}, method="random and AM-GM-extremal norm profiles")
+    if part != "b7":
+        raise EstimatorError(f"args.part = '{part}': expected b6-1, b6-1-outer, b6-2 or b7")
+    d = ctx.i("dim", 3)
+    a = _norm_profiles(ctx, L, torch.full((R,), 0.05, dtype=torch.float64),
+                       torch.full((R,), top * math.sqrt(L + 1), dtype=torch.float64))
+    # A_i: rank one (||A_i||_op = ||A_i||_F, the AM-GM equality case) or Gaussian, scaled to Frobenius a_i;
+    # M_i: Gaussian scaled to operator norm 1 (the largest allowed).
+    g = torch.randn(R, L + 1, d, d, generator=ctx.generator, dtype=torch.float64)
+    u = torch.randn(R, L + 1, d, 1, generator=ctx.generator, dtype=torch.float64)
+    v = torch.randn(R, L + 1, 1, d, generator=ctx.generator, dtype=torch.float64)
+    rank1 = (torch.rand(R, 1, 1, 1, generator=ctx.generator) < 0.7).to(torch.float64)
+    A = rank1 * (u @ v) + (1 - rank1) * g
+    A = A / torch.linalg.matrix_norm(A)[..., None, None] * a[..., None, None]
+    Mm = torch.randn(R, L + 1, d, d, generator=ctx.generator, dtype=torch.float64)
+    Mm = Mm / torch.linalg.matrix_norm(Mm, ord=2)[..., None, None]
+    terms = torch.linalg.matrix_norm(A, ord=2) * torch.linalg.matrix_norm(Mm, ord=2)
+    # I: the support of the profile (the extremal choice) or a random nonempty subset
+    inI = torch.where(torch.rand(R, 1, generator=ctx.generator) < 0.5, a > 0,
+                      torch.rand(R, L + 1, generator=ctx.generator) < 0.5)
+    inI[:, -1] |= ~inI.any(-1)
+    lhs = torch.where(inI, terms, torch.ones_like(terms)).prod(-1)
+    nA = torch.linalg.matrix_norm(A).norm(dim=-1)
+    rhs = torch.maximum(nA ** (L + 1) / (L + 1) ** ((L + 1) / 2), nA)
+    return Observation(lhs / rhs, extras={"norm_A": nA, "size_I": inI.sum(-1).to(torch.float64)},
+                       method="rank-one / Gaussian blocks on random and AM-GM-extremal norm profiles; exact op norms")
+
+
+def _b8_ratio(A, E, Mr, Nr, L: int):
+    """Lemma B.8's LHS/RHS for raw tensors (R, L+1, d, d): M, N scaled to operator norm <= 1, A scaled up to
+    ||A|| >= sqrt(L+1/2), B = A + E, kappa = max_i ||M_i - N_i||_op (the smallest kappa the hypotheses allow)."""
+    M = Mr / torch.linalg.matrix_norm(Mr, ord=2).clamp_min(1.0)[..., None, None]
+    N = Nr / torch.linalg.matrix_norm(Nr, ord=2).clamp_min(1.0)[..., None, None]
+    nA = torch.linalg.matrix_norm(A).norm(dim=-1)
+    A = A * (math.sqrt(L + 0.5) / nA).clamp_min(1.0)[:, None, None, None]
+    B = A + E
+    kappa = torch.linalg.matrix_norm(M - N, ord=2).amax(-1)
+    P, Q = A[:, 0] @ M[:, 0], B[:, 0] @ N[:, 0]
+    for i in range(1, L + 1):
+        P, Q = P @ A[:, i] @ M[:, i], Q @ B[:, i] @ N[:, i]
+    lhs = torch.linalg.matrix_norm(P - Q, ord=2)
+    nA, nD = torch.linalg.matrix_norm(A).norm(dim=-1), torch.linalg.matrix_norm(E).norm(dim=-1)
+    rhs = 1.5 * (nA + nD) ** (L + 1) * (kappa * nA + nD)
+    return lhs / rhs
+
+
+@QUANTITIES.register("chatterji2021-product-perturbation-ratio", "Lemma B.8: ||prod A_i M_i - prod B_i N_i||_op / "
+                     "(3/2 (||A|| + ||A-B||)^{L+1} (kappa ||A|| + ||A-B||)) for d x d blocks (<= 1); search "
+                     "'gradient'/'adversarial' adds projected Adam ascent on the ratio", networks=NET)
+def product_perturbation_ratio(ctx: Context) -> Observation:
+    L, d, R = ctx.i("L"), ctx.i("dim", 3), ctx.replicates
+
+    def draw(scale_lo: float, scale_hi: float) -> torch.Tensor:
+        return ctx.randn(R, L + 1, d, d) * _log_uniform(ctx, scale_lo, scale_hi, R)[:, None, None, None]
+
+    A, E = draw(0.3, 3.0), draw(1e-4, 1.0)
+    Mr = ctx.randn(R, L + 1, d, d)
+    Nr = Mr + draw(1e-4, 1.0)
+    val = _b8_ratio(A, E, Mr, Nr, L)
+    if ctx.search in ("gradient", "adversarial"):
+        params = [t.clone().requires_grad_(True) for t in (A, E, Mr, Nr)]
+        opt = torch.optim.Adam(params, lr=0.05)
+        for _ in range(int(ctx.arg("ascent_steps", 60))):
+            opt.zero_grad()
+            r = _b8_ratio(*params, L)
+            (-torch.log(r.clamp_min(1e-300)).sum()).backward()
+            opt.step()
+            with torch.no_grad():
+                val = torch.maximum(val, _b8_ratio(*params, L))
+    return Observation(val.detach(), method=f"random blocks; search {ctx.search}")
+
+
+# ------------------------------------------------------------------------------ Appendix F probability tools
+
+def _orlicz(x: torch.Tensor, logd: torch.Tensor, w: torch.Tensor, power: float) -> float:
+    """Orlicz norm inf{t > 0 : E exp(|W|^power / t^power) <= 2}, W = w(x), x with log density logd on the grid x
+    (Jacobian included), by log-bisection over [1e-3, 1e3] (70 halvings reach float64 resolution) of the
+    trapezoidal rule."""
+    lo, hi = 1e-3, 1e3
+    aw = w.abs() ** power
+    for _ in range(70):
+        mid = math.sqrt(lo * hi)
+        if float(torch.trapezoid(torch.exp(logd + aw / mid ** power), x)) > 2.0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@QUANTITIES.register("chatterji2021-psi-norm-square", "Lemma F.3: | ||theta^2||_psi1 / ||theta||_psi2^2 - 1 |, each "
+                     "Orlicz norm computed separately by quadrature from the densities of theta and of theta^2 "
+                     "(theta = sigma N(0,1) or uniform on [-sigma, sigma]; equality, so ~0 up to quadrature error)",
+                     networks=NET)
+def psi_norm_square(ctx: Context) -> Observation:
+    R = ctx.replicates
+    sig = torch.full((R,), float(ctx.p("sigma")), dtype=torch.float64) if "sigma" in ctx.params \
+        else _log_uniform(ctx, 0.1, 10.0, R)
+    kind = torch.randint(0, 2, (R,), generator=ctx.generator)
+    out = torch.empty(R, dtype=torch.float64)
+    for r in range(R):
+        s = float(sig[r])
+        if kind[r] == 0:  # theta ~ N(0, s^2); W = theta^2 has density e^{-w/(2s^2)} / (s sqrt(2 pi w))
+            th = torch.linspace(-12 * s, 12 * s, 40001, dtype=torch.float64)
+            psi2 = _orlicz(th, -th ** 2 / (2 * s * s) - math.log(s * math.sqrt(2 * math.pi)), th, 2.0)
+            lw = torch.linspace(math.log(1e-14 * s * s), math.log(150 * s * s), 40001, dtype=torch.float64)
+            logd = -torch.exp(lw) / (2 * s * s) + 0.5 * lw - math.log(s * math.sqrt(2 * math.pi))  # in x = log w
+        else:  # theta ~ U[-s, s]; W = theta^2 has density 1/(2 s sqrt(w)) on (0, s^2)
+            th = torch.linspace(-s, s, 40001, dtype=torch.float64)
+            psi2 = _orlicz(th, torch.full_like(th, -math.log(2 * s)), th, 2.0)
+            lw = torch.linspace(math.log(1e-16 * s * s), math.log(s * s), 40001, dtype=torch.float64)
+            logd = 0.5 * lw - math.log(2 * s)
+        psi1 = _orlicz(lw, logd, torch.exp(lw), 1.0)
+        out[r] = abs(psi1 / psi2 ** 2 - 1)
+    return Observation(out, extras={"sigma": sig, "family": kind.to(torch.float64)},
+                       method="log-bisection on trapezoidal quadrature (Gaussian; uniform)")
+
+
+def _lipschitz_family(h: float) -> list:
+    """1-Lipschitz g for Lemma F.4: identity, ReLU, |.|, the Huberized ReLU and scaled Swish at h, sin, clip."""
+    hub, sw = net.activation("huberized-relu", h), net.activation("scaled-swish", h)
+    return [lambda x: x, torch.relu, torch.abs, hub.f, sw.f, torch.sin, lambda x: x.clamp(-h, h)]
+
+
+@QUANTITIES.register("chatterji2021-lipschitz-psi2", "Lemma F.4: max over a family of 1-Lipschitz g (identity, ReLU, "
+                     "|.|, Huberized ReLU_h, scaled Swish_h, sin, clip_h) of ||g(theta) - E g(theta)||_psi2, theta ~ "
+                     "N(0,1), by quadrature (the lemma: <= c, c absolute)", networks=NET)
+def lipschitz_psi2(ctx: Context) -> Observation:
+    h = float(ctx.p("h"))
+    th = torch.linspace(-30, 30, 12001, dtype=torch.float64)
+    logphi = -th ** 2 / 2 - 0.5 * math.log(2 * math.pi)
+    best = 0.0
+    for g in _lipschitz_family(h):
+        v = g(th)
+        v = v - torch.trapezoid(v * torch.exp(logphi), th)
+        best = max(best, _orlicz(th, logphi, v, 2.0))
+    return Observation(torch.full((ctx.replicates,), best, dtype=torch.float64),
+                       method="trapezoidal quadrature on [-30, 30], log-bisection for the Orlicz norm")
+
+
+def _log_binom_two_sided(m: int, eta: torch.Tensor) -> torch.Tensor:
+    """log P[|sum of m Rademacher| >= eta], exact (binomial)."""
+    import numpy as np
+    from scipy.stats import binom
+    e = eta.numpy()
+    k_hi = np.ceil((m + e) / 2 - 1e-12)  # sum = 2B - m >= eta  <=>  B >= (m + eta)/2
+    k_lo = np.floor((m - e) / 2 + 1e-12)  # sum <= -eta  <=>  B <= (m - eta)/2
+    upper = binom.logsf(k_hi - 1, m, 0.5)
+    lower = binom.logcdf(k_lo, m, 0.5)
+    return torch.from_numpy(np.logaddexp(upper, lower))
+
+
+@QUANTITIES.register("chatterji2021-concentration-constant", "Lemmas F.5-F.7: the implied constant of the tail bound "
+                     "at (m, eta), from the EXACT tail probability: args.part 'f5-rademacher' / 'f5-gaussian' "
+                     "log(2/P) sum||theta_i||_psi2^2 / eta^2; 'f6' log(2/P) / min{eta^2/(m K^2), eta/K} for "
+                     "theta = g^2 - 1, K = ||g^2 - 1||_psi1; 'f7' -log P / (m eta^2) (the lemma: >= c > 0); "
+                     "'f7-half' P exp(m eta^2 / 2) (c = 1/2: <= 1)", networks=NET)
+def concentration_constant(ctx: Context) -> Observation:
+    import numpy as np
+    from scipy.stats import chi2, norm
+    m, R = ctx.i("m"), ctx.replicates
+    part = str(ctx.arg("part", "f7"))
+    lo, hi = float(ctx.arg("eta_min", 1e-2)), float(ctx.arg("eta_max", 10.0))
+    if part == "f5-rademacher":
+        eta = _log_uniform(ctx, max(lo, 1.0), float(m), R)  # |sum| <= m: beyond, P = 0 and any c works
+        logP = _log_binom_two_sided(m, eta)
+        val = (math.log(2) - logP) * (m / math.log(2)) / eta ** 2  # ||Rademacher||_psi2^2 = 1/log 2
+    elif part == "f5-gaussian":
+        eta = _log_uniform(ctx, lo * math.sqrt(m), hi * math.sqrt(m), R)
+        logP = torch.from_numpy(math.log(2) + norm.logsf(eta.numpy() / math.sqrt(m)))
+        val = (math.log(2) - logP) * (8 * m / 3) / eta ** 2  # ||N(0,1)||_psi2^2 = 8/3
+    elif part == "f6":
+        K = _psi1_chi2_minus_one()
+        eta = _log_uniform(ctx, lo * math.sqrt(m), hi * m, R)
+        e = eta.numpy()
+        up = chi2.logsf(m + e, m)
+        low = np.where(m - e > 0, chi2.logcdf(np.maximum(m - e, 1e-300), m), -np.inf)
+        logP = torch.from_numpy(np.logaddexp(up, low))
+        val = (math.log(2) - logP) / torch.minimum(eta ** 2 / (m * K * K), eta / K)
+    elif part in ("f7", "f7-half"):
+        eta = _log_uniform(ctx, lo, hi, R)
+        logP = torch.from_numpy(chi2.logsf((m * (1 + eta) ** 2).numpy(), m))
+        val = -logP / (m * eta ** 2) if part == "f7" else torch.exp(logP + m * eta ** 2 / 2)
+    else:
+        raise EstimatorError(f"args.part = '{part}': expected f5-rademacher, f5-gaussian, f6, f7 or f7-half")
+    # A tail below float64's range (log P = -inf) says nothing about c: such draws are out of the estimator's
+    # reach, not counted (extras keep eta).
+    return Observation(val, valid=torch.isfinite(logP) & torch.isfinite(val), extras={"eta": eta, "log_P": logP},
+                       method="exact tail (scipy binom/norm/chi2)")
+
+
+_PSI1_CACHE: dict[str, float] = {}
+
+
+def _psi1_chi2_minus_one() -> float:
+    """||g^2 - 1||_psi1, g ~ N(0,1), by quadrature over g (deterministic, cached)."""
+    if "k" not in _PSI1_CACHE:
+        th = torch.linspace(-40, 40, 80001, dtype=torch.float64)
+        _PSI1_CACHE["k"] = _orlicz(th, -th ** 2 / 2 - 0.5 * math.log(2 * math.pi), th ** 2 - 1, 1.0)
+    return _PSI1_CACHE["k"]
+
+
+def _greedy_net(points: torch.Tensor, eps: float) -> torch.Tensor:
+    """A maximal eps-separated subset of the rows of `points` (greedy): every row is within eps of it."""
+    chosen = [0]
+    for i in range(1, points.shape[0]):
+        if (points[chosen] - points[i]).norm(dim=-1).min() > eps:
+            chosen.append(i)
+    return points[chosen]
+
+
+@QUANTITIES.register("chatterji2021-net-size-ratio", "Lemmas F.9/F.10: size of a greedy maximal 1/4-separated set "
+                     "(hence a 1/4-net of the candidates) of S^{p-1} over 9^p, or of the k-sparse unit vectors "
+                     "(one net per support) over C(p,k) 9^k (<= 1)", networks=NET)
+def net_size_ratio(ctx: Context) -> Observation:
+    p, k = ctx.i("p"), ctx.i("k", 0)
+    cand = int(ctx.arg("candidates", 3000))
+    out = torch.empty(ctx.replicates, dtype=torch.float64)
+    for r in range(ctx.replicates):
+        if k == 0:  # F.9: the sphere
+            pts = ctx.randn(cand, p)
+            size = _greedy_net(pts / pts.norm(dim=-1, keepdim=True), 0.25).shape[0]
+            out[r] = size / 9.0 ** p
+        else:  # F.10: per support S of size k, a net of the unit vectors supported on S (zeta(s) shares s's support)
+            size = 0
+            for _S in __import__("itertools").combinations(range(p), k):
+                pts = ctx.randn(max(cand // math.comb(p, k), 50), k)
+                size += _greedy_net(pts / pts.norm(dim=-1, keepdim=True), 0.25).shape[0]
+            out[r] = size / (math.comb(p, k) * 9.0 ** k)
+    return Observation(out, method=f"greedy maximal 1/4-separated sets of {cand} random candidates")
