@@ -381,3 +381,11 @@ def test_parallel_data_make_residual_replicates_invalid_not_silently_degenerate(
     for name in ("du2018-max-layer-norm", "du2018-gradient-norm", "du2018-lambda0"):
         obs = QUANTITIES.get(name).obj(ctx2)
         assert obs.valid is not None and not bool(obs.valid[0]) and bool(obs.valid[1:].all()), name
+
+
+def test_residual_nets_refuse_a_single_point_whose_lambda_is_undefined():
+    gen = torch.Generator().manual_seed(6)
+    X = du.as_images(unit(gen, 2, 1, 4))
+    with pytest.raises(ValueError, match="n >= 2"):
+        du.make_net("resnet", X, m=8, H=2, act=k.softplus())
+    assert du.make_net("fc", X, m=8, H=2, act=k.softplus()).lam is None  # FC has no lambda: n = 1 is fine

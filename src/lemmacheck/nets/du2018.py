@@ -140,6 +140,9 @@ def make_net(kind: str, X: torch.Tensor, m: int, H: int, act: Activation, c_lamb
                          "Assumption 5.1's lambda is 0 for every dataset (a Gram of 2p vectors in R^{q d0}); "
                          "the paper's architecture is undefined there (need q*d0 >= 2p)")
     if kind != "fc" and lam is None:
+        if X.shape[1] < 2:  # λ = min over pairs i ≠ j: undefined (+inf) for one point, and s = c_λ λ^{3/2}/H with it
+            raise ValueError(f"the {kind} architecture needs n >= 2 data points: its residual scale uses lambda, "
+                             "a minimum over pairs i != j (Assumption 4.1/5.1), undefined for n = 1")
         lam = data_lambda(X, q)
     return DuNet(kind, m, H, act, c_lambda, lam, q)
 
