@@ -552,15 +552,23 @@ def lipschitz_psi2(ctx: Context) -> Observation:
 
 
 def _log_binom_two_sided(m: int, eta: torch.Tensor) -> torch.Tensor:
-    """log P[|sum of m Rademacher| >= eta], exact (binomial)."""
-    import numpy as np
-    from scipy.stats import binom
-    e = eta.numpy()
-    k_hi = np.ceil((m + e) / 2 - 1e-12)  # sum = 2B - m >= eta  <=>  B >= (m + eta)/2
-    k_lo = np.floor((m - e) / 2 + 1e-12)  # sum <= -eta  <=>  B <= (m - eta)/2
-    upper = binom.logsf(k_hi - 1, m, 0.5)
-    lower = binom.logcdf(k_lo, m, 0.5)
-    return torch.from_numpy(np.logaddexp(upper, lower))
+    """log P[|sum of m Rademacher| >= eta], exact: log-sum-exp of the binomial log-masses (no underflow)."""
+    k = torch.arange(m + 1, dtype=torch.float64)
+    logmass = (torch.lgamma(torch.tensor(m + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1)
+               - torch.lgamma(m - k + 1) - m * math.log(2))
+    inside = (2 * k - m).abs()[None, :] >= eta[:, None] * (1 - 1e-12)
+    return torch.logsumexp(torch.where(inside, logmass[None, :], torch.full_like(inside, -math.inf, dtype=torch.float64)), -1)
+
+
+def _log_chi2_sf(x: torch.Tensor, m: int) -> torch.Tensor:
+    """log P[chi^2_m >= x]: scipy where representable, mpmath (50 digits) where the tail is below float64's range."""
+    import mpmath
+    from scipy.stats import chi2
+    out = torch.from_numpy(chi2.logsf(x.numpy(), m))
+    for i in torch.nonzero(~torch.isfinite(out)).flatten().tolist():
+        with mpmath.workdps(50):
+            out[i] = float(mpmath.log(mpmath.gammainc(m / 2, float(x[i]) / 2, mpmath.inf, regularized=True)))
+    return out
 
 
 @QUANTITIES.register("chatterji2021-concentration-constant", "Lemmas F.5-F.7: the implied constant of the tail bound "
@@ -586,13 +594,13 @@ def concentration_constant(ctx: Context) -> Observation:
         K = _psi1_chi2_minus_one()
         eta = _log_uniform(ctx, lo * math.sqrt(m), hi * m, R)
         e = eta.numpy()
-        up = chi2.logsf(m + e, m)
+        up = _log_chi2_sf(m + eta, m).numpy()
         low = np.where(m - e > 0, chi2.logcdf(np.maximum(m - e, 1e-300), m), -np.inf)
         logP = torch.from_numpy(np.logaddexp(up, low))
         val = (math.log(2) - logP) / torch.minimum(eta ** 2 / (m * K * K), eta / K)
     elif part in ("f7", "f7-half"):
         eta = _log_uniform(ctx, lo, hi, R)
-        logP = torch.from_numpy(chi2.logsf((m * (1 + eta) ** 2).numpy(), m))
+        logP = _log_chi2_sf(m * (1 + eta) ** 2, m)
         val = -logP / (m * eta ** 2) if part == "f7" else torch.exp(logP + m * eta ** 2 / 2)
     else:
         raise EstimatorError(f"args.part = '{part}': expected f5-rademacher, f5-gaussian, f6, f7 or f7-half")
