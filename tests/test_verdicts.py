@@ -208,3 +208,102 @@ def test_a_for_every_draw_scaling_claim_tracks_its_worst_draw():
         samples.append(vals)
     assert claim_result(c, cfgs, samples).verdict == "violated"
     assert claim_result(c_typical, cfgs, samples).verdict == "holds"
+
+
+# ---- issue 9, items 2, 3, 7, 8 (each failed on the code before it)
+
+LOWER_SCALING = SCALING.replace('relation    = "<="', 'relation    = ">="')
+
+
+def _sweep(c, make, ms=(64, 256, 1024, 4096), seed=0, n=100):
+    rng = np.random.default_rng(seed)
+    cfgs, samples = [], []
+    for j, m in enumerate(ms):
+        vals = make(m, rng, n)
+        cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=j))
+        samples.append(vals[np.isfinite(vals)])
+    return claim_result(c, cfgs, samples)
+
+
+def test_zeros_against_a_positive_lower_bound_are_violations_not_dropped():
+    """Item 2: 30% exact zeros refute 'quantity >= C sqrt(m)' (w.p. 0.9) for every C; the fit cannot see them."""
+    def zeros(m, rng, n):
+        vals = np.sqrt(m) * np.exp(0.05 * rng.standard_normal(n))
+        vals[: int(0.3 * n)] = 0.0
+        return vals
+    res = _sweep(_claim(LOWER_SCALING), zeros)
+    assert res.verdict == "violated" and "non-positive" in res.flags
+    assert all(c.nonpositive == 30 for c in res.configs)
+    # a few zeros (2%) cannot be told from delta = 0.1 at n = 100: no longer "holds"
+    def few(m, rng, n):
+        vals = zeros(m, rng, n)
+        vals[2:30] = np.sqrt(m)
+        return vals
+    assert _sweep(_claim(LOWER_SCALING), few).verdict == "inconclusive"
+    # for every draw: one zero suffices
+    always = _claim(LOWER_SCALING.replace('probability = "1 - delta"', 'probability = "always"'))
+    def one(m, rng, n):
+        vals = np.sqrt(m) * np.exp(0.05 * rng.standard_normal(n))
+        vals[7] = 0.0 if m == 256 else vals[7]
+        return vals
+    assert _sweep(always, one).verdict == "violated"
+
+
+def test_nan_configuration_makes_a_scaling_claim_inconclusive_with_errors():
+    """Item 3: the largest width all NaN used to read 'holds' (the fit dropped it)."""
+    def nan_top(m, rng, n):
+        vals = np.sqrt(m) * np.exp(0.05 * rng.standard_normal(n))
+        return np.full(n, np.nan) if m == 4096 else vals
+    res = _sweep(_claim(SCALING), nan_top)
+    assert res.verdict == "inconclusive" and "errors" in res.flags and not res.ok
+    # a deterministic counterexample in an error-free configuration still refutes
+    c = _claim(NORM_CLAIM.replace('"1 - delta"', '"always"'))
+    bad, broken = _cfg(c, [0.5, 2.0, 0.5]), _cfg(c, [0.5, np.nan, 0.5], index=1)
+    res = claim_result(c, [bad, broken])
+    assert res.verdict == "violated" and "errors" in res.flags
+    assert claim_result(c, [_cfg(c, [0.5, 0.5]), broken]).verdict == "inconclusive"
+
+
+def _sign_claim(relation="<=", dtype="float64", bound="0"):
+    text = NORM_CLAIM.replace('bound       = "B"', f'bound       = "{bound}"\ndtype = "{dtype}"')
+    return _claim(text.replace('relation    = "<="', f'relation    = "{relation}"').replace('"1 - delta"', '"always"'))
+
+
+def test_rounding_tolerance_comes_from_operand_magnitude_and_dtype():
+    """Item 7: ||a + b|| - ||a|| - ||b|| <= 0 for parallel a, b is a true tight inequality; its rounding has
+    the size of the terms (extras 'scale'), not of the bound 0."""
+    c = _sign_claim()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((200, 30))
+    b = a * rng.uniform(0.1, 10, (200, 1))
+    diff = np.linalg.norm(a + b, axis=1) - np.linalg.norm(a, axis=1) - np.linalg.norm(b, axis=1)
+    assert (diff > 0).any()  # rounding does push some draws across 0
+    scale = np.linalg.norm(a + b, axis=1)
+    idx = np.arange(200)
+    r = config_result(c, 0, {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, 1, diff,
+                      np.ones(200, bool), idx, idx, "", 0.0, [], scale=scale)
+    assert r.verdict == "holds" and r.violations == 0
+    # a true equality ratio computed in float32 is within a few float32 ulps of 1
+    eq = _sign_claim("<=", "float32", bound="1")
+    x = rng.standard_normal((500, 100)).astype(np.float32)
+    ratio = (np.sum(x * x, axis=1) / np.einsum("ij,ij->i", x, x)).astype(np.float64)
+    assert _cfg(eq, ratio).verdict == "holds"
+    assert _cfg(_sign_claim("<=", "float64", bound="1"), ratio).verdict == "violated"  # float32 noise in float64
+    # a 1e-6 (and a 1e-12) relative excess in float64 is still caught
+    strict = _sign_claim("<=", "float64", bound="1")
+    assert _cfg(strict, [0.5, 1 + 1e-6]).verdict == "violated"
+    assert _cfg(strict, [0.5, 1 + 1e-12]).verdict == "violated"
+    assert _cfg(strict, [0.5, 1 + 4e-15]).verdict == "holds"
+
+
+def test_slack_is_defined_for_every_sign_and_the_worst_draw_is_the_largest_violation():
+    """Item 8: slack of a negative upper bound read inf; the repro line pointed to a non-violating draw."""
+    assert list(slack("<=", np.array([-2.0, -1.0, -0.5, 1.0]), -1.0)) == [2.0, 1.0, 0.5, -1.0]
+    assert list(slack(">=", np.array([-0.5, -1.0, -2.0, 3.0]), -1.0)) == [2.0, 1.0, 0.5, np.inf]
+    assert list(slack("<=", np.array([-0.1, 0.0, 0.3]), 0.0)) == [np.inf, 1.0, 0.0]
+    c = _sign_claim(">=")  # value >= 0: violations -0.2 and -5; the worst is -5
+    r = _cfg(c, [1.0, -0.2, 2.0, -5.0, 0.5])
+    assert r.verdict == "violated" and r.worst["value"] == -5.0 and r.slack_min == 0.0
+    neg = _claim(NORM_CLAIM.replace('bound       = "B"', 'bound       = "-B"'))  # value <= -1
+    r = _cfg(neg, np.r_[np.full(199, -3.0), -0.5])
+    assert r.slack_min == pytest.approx(0.5) and r.worst["value"] == -0.5 and r.violations == 1

@@ -222,10 +222,12 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     _check_unknown(raw, _PROFILE_FIELDS, path, where + ".")
     defaults = {p.name: p.default for p in params.values()}
     configs: list[dict[str, Any]] = []
+    origins: list[str] = []  # the field each configuration came from, so an error names what the file says
     for j, cfg in enumerate(raw.get("configs", [])):
         if not isinstance(cfg, dict):
             raise ClaimError(path, f"{where}.configs[{j}]", "expected an inline table of parameter values")
         configs.append({**defaults, **cfg})
+        origins.append(f"{where}.configs[{j}]")
     grid = raw.get("grid")
     if grid is not None:
         if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
@@ -233,11 +235,13 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
         keys = list(grid)
         for combo in itertools.product(*(grid[k] for k in keys)):
             configs.append({**defaults, **dict(zip(keys, combo))})
+            origins.append(f"{where}.grid")
     if not configs:
         configs = [dict(defaults)]
-    for j, cfg in enumerate(configs):
+        origins.append(f"params (defaults for {where})")
+    for cfg, origin in zip(configs, origins):
         for k, v in cfg.items():
-            f = f"{where}.configs[{j}].{k}"
+            f = f"{origin}.{k}" if k in (grid or {}) or origin.endswith("]") else f"{origin} (default of {k})"
             if k not in params:
                 raise ClaimError(path, f, f"'{k}' is not a declared parameter", f"declare it under [params]; "
                                  f"declared: {sorted(params)}")
@@ -530,6 +534,28 @@ def load_claims(paths: list[str | Path]) -> tuple[list[Claim], list[ClaimError]]
         seen[c.id] = f
         claims.append(c)
     return claims, errors
+
+
+def result_label_warnings(claims: list[Claim]) -> list[str]:
+    """One line per claim whose `result` is not a label its folder's _paper.toml lists (verbatim, or with a
+    sub-item such as "(ii)"): a typo there silently drops the claim from the paper's coverage. A malformed
+    _paper.toml is reported once per folder."""
+    out: list[str] = []
+    papers: dict[Path, Paper | None | str] = {}
+    for c in claims:
+        folder = c.source.parent
+        if folder not in papers:
+            try:
+                papers[folder] = load_paper(folder)
+            except ClaimError as exc:
+                papers[folder] = str(exc)
+                out.append(str(exc))
+        paper = papers[folder]
+        if isinstance(paper, Paper) and not any(c.result == r or c.result.startswith(r + " (")
+                                                for r in paper.results):
+            out.append(f"{c.source}: field 'result': '{c.result}' is not among the results listed in "
+                       f"{paper.source} (fix: use the paper's label verbatim, or add it to that file's `results`)")
+    return out
 
 
 def config_values(claim: Claim, params: Mapping[str, float]) -> dict[str, float]:

@@ -1,25 +1,47 @@
-"""`lemmacheck list | run | repro | show | hunt | report`."""
+"""`lemmacheck list | run | repro | show | hunt | report`.
+
+Streams: stdout carries a command's result (a table, a listing, JSON), so it can be piped; progress, notes,
+warnings and errors go to stderr. A user error is one line "error: ..." and exit 2; a traceback means a bug.
+"""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
+import sqlite3
 import sys
+import traceback
 from pathlib import Path
 
-from .claims import load_claims
-from .errors import ClaimError, LemmacheckError
+from .claims import load_claims, result_label_warnings
+from .errors import LemmacheckError
 from .registry import INPUTS, NETWORKS, QUANTITIES, describe
 
 DEFAULT_DB = ".lemmacheck/results.db"
+BUG_HINT = ("this is a bug in lemmacheck, not in your input: please report it (the command line, the claim file "
+            "and this traceback) in the lemmacheck issue tracker")
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _load(paths: list[str]):
     claims, errors = load_claims(paths or ["claims"])
     for e in errors:
-        print(f"error: {e}", file=sys.stderr)
+        _err(f"error: {e}")
+    for w in result_label_warnings(claims):
+        _err(f"warning: {w}")
     return claims, errors
+
+
+def _progress_mode(a: argparse.Namespace) -> str:
+    """Nothing with --quiet or when stdout carries JSON (`--json -`); a bar on a terminal, lines elsewhere."""
+    if getattr(a, "quiet", False) or getattr(a, "json", None) == "-":
+        return "off"
+    return "auto"
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -53,44 +75,81 @@ def _find_claim(claim_id: str, roots: list[str]):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from .progress import RunProgress
     from .runner import evaluate, run_claims
     from .store import Store
     from .summary import run_json, table
 
+    if a.workers < 1:
+        raise LemmacheckError(f"--workers {a.workers}: expected 1 or more (1 runs in this process)")
     claims, errors = _load(a.paths)
     Path(a.db).parent.mkdir(parents=True, exist_ok=True)
     store = Store(a.db)
     paths = sorted(str(Path(p)) for p in (a.paths or ["claims"]))
-    progress = (lambda s: print(s, file=sys.stderr)) if a.verbose else None
+    progress = RunProgress(claims, verbose=a.verbose, mode=_progress_mode(a))
     executor = None
     if a.scheduler:
         from .cluster import DaskExecutor
         executor = DaskExecutor(a.scheduler)
     try:
-        run_id = run_claims(claims, store, profile=a.profile, seed=a.seed, workers=a.workers, resume=a.resume,
-                            update=a.update or bool(a.rerun), rerun=a.rerun, paths=paths, progress=progress,
-                            executor=executor)
+        with store.run_lock(), progress:
+            run_id = run_claims(claims, store, profile=a.profile, seed=a.seed, workers=a.workers, resume=a.resume,
+                                update=a.update or bool(a.rerun), rerun=a.rerun, paths=paths, progress=progress,
+                                executor=executor)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: completed shards are saved in {a.db}; rerun with --resume to continue",
-              file=sys.stderr)
+        _err(f"\ninterrupted: completed shards are saved in {a.db}; rerun with --resume to continue")
         return 130
     finally:
         if executor is not None:
             executor.shutdown(wait=False)
     results = evaluate(store, run_id, claims)
     doc = run_json(store.run_info(run_id), results)
-    if a.json:
+    human = sys.stdout
+    if a.json == "-":
+        print(json.dumps(doc, indent=1))
+        human = sys.stderr  # stdout is the JSON document alone
+    elif a.json:
         tmp = Path(a.json).with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         os.replace(tmp, a.json)  # never leave a half-written file behind
-    print(table(results))
+    if not (a.quiet and human is sys.stderr):
+        print(table(results), file=human)
     if a.report:
+        from .progress import Progress
         from .report import build_report
 
-        build_report(a.db, a.report)
-        print(f"report written to {a.report}/index.html")
+        with Progress("report", "page", mode=_progress_mode(a)) as rp:
+            build_report(a.db, a.report, progress=rp)
+        if not a.quiet:
+            _err(f"report written to {a.report}/index.html")
     bad = [r for r in results if not r.ok]
     return 1 if bad or errors else 0
+
+
+def _repro_params(claim, text: str) -> dict[str, float]:
+    """--params as the claim declares them: a JSON object naming every declared parameter and nothing else (an
+    undeclared name would otherwise be echoed into the repro line while changing nothing)."""
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LemmacheckError(f"--params is not valid JSON ({exc.msg} at column {exc.colno}): {text}") from None
+    if not isinstance(params, dict):
+        raise LemmacheckError(f"--params must be a JSON object such as '{{\"m\": 64}}', got {text}")
+    declared = set(claim.params)
+    extra = sorted(set(params) - declared)
+    missing = sorted(declared - set(params))
+    if extra:
+        raise LemmacheckError(f"--params names {extra}, which {claim.id} does not declare (its parameters: "
+                              f"{sorted(declared)}; declared in {claim.source})")
+    if missing:
+        raise LemmacheckError(f"--params lacks {missing}: {claim.id} needs a value for every declared parameter "
+                              f"{sorted(declared)} (copy them from the configuration's `params` in the results)")
+    for k, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise LemmacheckError(f"--params: '{k}' must be a number, got {v!r}")
+        if not claim.params[k].contains(v):
+            _err(f"warning: --params {k}={v} lies outside the declared domain of '{k}' in {claim.source}")
+    return params
 
 
 def cmd_repro(a: argparse.Namespace) -> int:
@@ -98,10 +157,17 @@ def cmd_repro(a: argparse.Namespace) -> int:
     from .summary import claim_json, failure_text
 
     claim = _find_claim(a.id, a.claims)
-    res = repro(claim, json.loads(a.params), a.seed, a.replicates, a.shard_size)
-    print(failure_text(res))
+    if claim.check is None:
+        raise LemmacheckError(f"{claim.id} is infeasible ({claim.infeasible}): nothing to reproduce")
+    for k in ("replicates", "shard_size"):
+        if getattr(a, k) < 1:
+            raise LemmacheckError(f"--{k.replace('_', '-')} {getattr(a, k)}: expected a positive integer")
+    res = repro(claim, _repro_params(claim, a.params), a.seed, a.replicates, a.shard_size)
     if a.json:
+        _err(failure_text(res))  # stdout is the JSON document alone
         print(json.dumps(claim_json(res), indent=1))
+    else:
+        print(failure_text(res))
     return 0
 
 
@@ -120,27 +186,61 @@ def cmd_show(a: argparse.Namespace) -> int:
         print(f"  notes: {claim.notes.strip()}")
     if claim.finding:
         print(f"  finding: {claim.finding.strip()}")
-    if Path(a.db).exists():
-        from .runner import evaluate
-        from .store import Store
-        from .summary import failure_text
+    db, run_id = _latest_results(claim.id, a.db)
+    if db is None:
+        where = a.db or f"{DEFAULT_DB}, runs/*.db"
+        print(f"  last results: none (no run of this claim in {where}; --db names a store)")
+        return 0
+    from .runner import evaluate
+    from .store import Store
+    from .summary import failure_text
 
-        store = Store(a.db, readonly=True)
-        for run_id in range(store.latest_run() or 0, 0, -1):
-            if claim.id in store.claim_ids(run_id):
-                info = store.run_info(run_id)
-                print(f"  last results (run {run_id}, {info['profile']}, seed {info['seed']}, {info['started']}):")
-                print("    " + failure_text(evaluate(store, run_id, [claim])[0]).replace("\n", "\n    "))
-                break
+    store = Store(db, readonly=True)
+    info = store.run_info(run_id)
+    how = "" if a.db else "; the most recently written store with this claim, --db to choose another"
+    print(f"  last results (store {db}, run {run_id}, {info['profile']}, seed {info['seed']}, "
+          f"{info['started']}{how}):")
+    print("    " + failure_text(evaluate(store, run_id, [claim])[0]).replace("\n", "\n    "))
     return 0
+
+
+def _latest_results(claim_id: str, db: str | None) -> tuple[str | None, int | None]:
+    """(store, run) of the newest run holding this claim: in `db` when given, else in the most recently
+    modified of the default store and runs/*.db."""
+    from .store import Store
+
+    if db is not None:
+        if not Path(db).is_file():
+            raise LemmacheckError(f"{db}: no such results store")
+        cands = [Path(db)]
+    else:
+        cands = sorted({p for p in [Path(DEFAULT_DB), *Path("runs").glob("*.db")] if p.is_file()},
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in cands:
+        store = Store(path, readonly=True)
+        try:
+            for run_id in range(store.latest_run() or 0, 0, -1):
+                if claim_id in store.claim_ids(run_id):
+                    return str(path), run_id
+        finally:
+            store.close()
+    return None, None
 
 
 def cmd_hunt(a: argparse.Namespace) -> int:
     from .hunt import hunt
+    from .progress import Progress
     from .runner import repro_command
 
     claim = _find_claim(a.id, a.claims)
-    res = hunt(claim, examples=a.examples, replicates=a.replicates, seed=a.seed, in_regime_only=a.in_regime)
+    if claim.check is None:
+        raise LemmacheckError(f"{claim.id} is infeasible ({claim.infeasible}): nothing to hunt")
+    with Progress("hunt", "configuration", mode=_progress_mode(a)) as prog:
+        prog.add_total(a.examples)
+        # hunt() calls progress.advance() per probed case (when it takes the hook: the search is extended apart)
+        hook = {"progress": prog} if "progress" in inspect.signature(hunt).parameters else {}
+        res = hunt(claim, examples=a.examples, replicates=a.replicates, seed=a.seed, in_regime_only=a.in_regime,
+                   **hook)
     print(f"{claim.id}: {len(res.probes)} configurations probed ({a.replicates} replicates each), targeted at "
           "the smallest slack. A search can refute a universal statement, never prove it.")
     for p in sorted(res.probes, key=lambda p: p.slack_min)[:a.top]:
@@ -155,30 +255,41 @@ def cmd_hunt(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
+    from .progress import Progress
     from .report import build_report
 
-    build_report(a.db, a.out, compare=a.compare)
-    print(f"report written to {a.out}/index.html")
+    with Progress("report", "page", mode=_progress_mode(a)) as prog:
+        build_report(a.db, a.out, compare=a.compare, progress=prog)
+    if not a.quiet:
+        _err(f"report written to {a.out}/index.html")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lemmacheck", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    ls = sub.add_parser("list", help="list claims (or --quantities, --networks, --inputs)")
-    ls.add_argument("paths", nargs="*")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--quantities", action="store_true")
-    ls.add_argument("--networks", action="store_true")
-    ls.add_argument("--inputs", action="store_true")
+    p = argparse.ArgumentParser(prog="lemmacheck", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    ls = sub.add_parser("list", help="list claims (or --quantities, --networks, --inputs)",
+                        description="List the claims under PATHS (default: claims/), or the registered building "
+                        "blocks a claim file can name.")
+    ls.add_argument("paths", nargs="*", metavar="PATH", help="claim files or folders (default: claims)")
+    ls.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")
+    ls.add_argument("--quantities", action="store_true", help="list the quantity estimators instead")
+    ls.add_argument("--networks", action="store_true", help="list the network settings instead")
+    ls.add_argument("--inputs", action="store_true", help="list the input generators instead")
     ls.set_defaults(fn=cmd_list)
-    rn = sub.add_parser("run", help="run claims and record results")
-    rn.add_argument("paths", nargs="*")
-    rn.add_argument("--profile", choices=["quick", "full"], default="quick")
-    rn.add_argument("--seed", type=int, default=0)
-    rn.add_argument("--db", default=DEFAULT_DB)
-    rn.add_argument("--json")
-    rn.add_argument("--workers", type=int, default=1, help="local worker processes (1: in this process)")
+    rn = sub.add_parser("run", help="run claims and record results",
+                        description="Run the claims under PATHS, record every shard in the results store, print "
+                        "the summary table (stdout) and exit 1 when a verdict differs from the claim's recorded "
+                        "expectation. Progress goes to stderr: a bar on a terminal, a line every 10 s elsewhere.")
+    rn.add_argument("paths", nargs="*", metavar="PATH", help="claim files or folders (default: claims)")
+    rn.add_argument("--profile", choices=["quick", "full"], default="quick",
+                    help="which [profiles.*] of each claim to run (default: quick)")
+    rn.add_argument("--seed", type=int, default=0, help="run seed; configurations derive theirs from it (default: 0)")
+    rn.add_argument("--db", default=DEFAULT_DB, help=f"results store (SQLite; default: {DEFAULT_DB})")
+    rn.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE ('-': to stdout, and "
+                    "the table to stderr)")
+    rn.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: in this process)")
     rn.add_argument("--scheduler", help="run shards on a Dask cluster at this address (tcp://host:8786) instead "
                     "of local workers; needs lemmacheck[dask]")
     rn.add_argument("--resume", action="store_true", help="continue the last unfinished run with the same "
@@ -188,36 +299,44 @@ def parser() -> argparse.ArgumentParser:
                     "ones, drop deleted ones, keep the rest (estimator code changes are not detected)")
     rn.add_argument("--rerun", action="append", default=[], metavar="ID",
                     help="with --update semantics, also redraw this claim (after fixing its estimator); repeatable")
-    rn.add_argument("--report", help="also write the HTML report to this folder")
-    rn.add_argument("-v", "--verbose", action="store_true")
+    rn.add_argument("--report", metavar="DIR", help="also write the HTML report to this folder")
+    rn.add_argument("-v", "--verbose", action="store_true", help="also print one line per shard (stderr)")
+    rn.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr (errors still)")
     rn.set_defaults(fn=cmd_run)
-    rp = sub.add_parser("repro", help="re-run one configuration exactly")
-    rp.add_argument("id")
-    rp.add_argument("--params", required=True)
+    rp = sub.add_parser("repro", help="re-run one configuration exactly",
+                        description="Re-run one configuration with its recorded seed and shard split: the same "
+                        "draws, the same numbers. Every failure text ends with this command line.")
+    rp.add_argument("id", help="claim id")
+    rp.add_argument("--params", required=True, help="the configuration's parameters as a JSON object (all declared "
+                    "parameters)")
     rp.add_argument("--seed", type=int, required=True, help="the configuration's seed (from results)")
-    rp.add_argument("--replicates", type=int, required=True)
-    rp.add_argument("--shard-size", type=int, required=True)
-    rp.add_argument("--claims", nargs="*", default=["claims"])
-    rp.add_argument("--json", action="store_true")
+    rp.add_argument("--replicates", type=int, required=True, help="replicates drawn in that configuration")
+    rp.add_argument("--shard-size", type=int, required=True, help="the claim profile's shard_size")
+    rp.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives "
+                    "(default: claims)")
+    rp.add_argument("--json", action="store_true", help="the result as JSON on stdout (the text goes to stderr)")
     rp.set_defaults(fn=cmd_repro)
     sh = sub.add_parser("show", help="statement, bound, quantifiers and last results of a claim")
-    sh.add_argument("id")
-    sh.add_argument("--db", default=DEFAULT_DB)
-    sh.add_argument("--claims", nargs="*", default=["claims"])
+    sh.add_argument("id", help="claim id")
+    sh.add_argument("--db", default=None, help=f"results store to read (default: the most recently written of "
+                    f"{DEFAULT_DB} and runs/*.db that holds the claim)")
+    sh.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives")
     sh.set_defaults(fn=cmd_show)
     hu = sub.add_parser("hunt", help="Hypothesis-targeted search of a claim's domain for the smallest slack")
-    hu.add_argument("id")
-    hu.add_argument("--examples", type=int, default=50)
-    hu.add_argument("--replicates", type=int, default=8)
-    hu.add_argument("--seed", type=int, default=0)
-    hu.add_argument("--top", type=int, default=10)
+    hu.add_argument("id", help="claim id")
+    hu.add_argument("--examples", type=int, default=50, help="configurations to probe (default: 50)")
+    hu.add_argument("--replicates", type=int, default=8, help="draws per configuration (default: 8)")
+    hu.add_argument("--seed", type=int, default=0, help="search seed (default: 0)")
+    hu.add_argument("--top", type=int, default=10, help="how many of the tightest configurations to list")
     hu.add_argument("--in-regime", action="store_true", help="only configurations meeting `requires`")
-    hu.add_argument("--claims", nargs="*", default=["claims"])
+    hu.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives")
+    hu.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     hu.set_defaults(fn=cmd_hunt)
     rep = sub.add_parser("report", help="render the static HTML report from a results store")
-    rep.add_argument("--db", default=DEFAULT_DB)
-    rep.add_argument("--out", required=True)
+    rep.add_argument("--db", default=DEFAULT_DB, help=f"results store (default: {DEFAULT_DB})")
+    rep.add_argument("--out", required=True, help="folder to write the site into")
     rep.add_argument("--compare", help="an older results store to mark changes against")
+    rep.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
     rep.set_defaults(fn=cmd_report)
     return p
 
@@ -225,10 +344,32 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
-        return a.fn(a)
-    except (LemmacheckError, ClaimError, FileNotFoundError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        rc = a.fn(a)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not in the interpreter's exit
+        return rc
+    except LemmacheckError as exc:  # ClaimError, ExpressionError, store errors: the user's to fix
+        _err(f"error: {exc}")
         return 2
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        _err(f"error: {exc.filename or ''}: {exc.strerror or exc}" if exc.filename else f"error: {exc}")
+        return 2
+    except sqlite3.DatabaseError as exc:  # a store damaged after it was opened (opening checks the rest)
+        _err(f"error: results store {getattr(a, 'db', None) or ''}: {exc} (the file is damaged: restore it from a "
+             "copy, or pass another --db)")
+        return 2
+    except BrokenPipeError:
+        # the reader went away (`lemmacheck list --json | head`): stop quietly, as `cat` would; point stdout at
+        # /dev/null so the interpreter's final flush cannot raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the broken pipe
+    except KeyboardInterrupt:
+        _err("\ninterrupted")
+        return 130
+    except Exception:  # noqa: BLE001  (the last resort: a bug gets its traceback and a pointer)
+        traceback.print_exc()
+        _err(f"lemmacheck: {BUG_HINT}")
+        return 70  # EX_SOFTWARE
 
 
 if __name__ == "__main__":

@@ -25,3 +25,7 @@ class ClaimError(LemmacheckError):
 
 class EstimatorError(LemmacheckError):
     """A quantity estimator produced unusable output (NaN, wrong shape) for a configuration."""
+
+
+class StoreError(LemmacheckError):
+    """A results store cannot be used: not a lemmacheck store, damaged, or held by another run."""

@@ -15,6 +15,8 @@ from functools import cached_property
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
+from .errors import LemmacheckError
+
 # Functions a bound may use. Anything else is rejected at load time.
 FUNCTIONS: dict[str, object] = {
     "log": sympy.log,
@@ -41,8 +43,39 @@ _LOGIC = {"and"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
-class ExpressionError(ValueError):
+class ExpressionError(LemmacheckError, ValueError):
     """Raised with a message that the claim loader prefixes with the file and field."""
+
+
+_PAIRS = {")": "(", "]": "["}
+
+
+def syntax_problem(text: str) -> str | None:
+    """What is wrong with an expression's syntax, in its own terms and 1-based columns (not the tokenizer's):
+    an unbalanced parenthesis, a dangling operator, or Python's own pointer into the text."""
+    stack: list[tuple[str, int]] = []
+    for col, ch in enumerate(text, 1):
+        if ch in "([":
+            stack.append((ch, col))
+        elif ch in ")]":
+            if not stack:
+                return f"unbalanced '{ch}' at column {col}: nothing to close (remove it or add its opening '{_PAIRS[ch]}')"
+            opened, at = stack.pop()
+            if opened != _PAIRS[ch]:
+                return f"'{ch}' at column {col} closes the '{opened}' opened at column {at}"
+    if stack:
+        ch, col = stack[-1]
+        return f"unbalanced '{ch}' at column {col}: it is never closed (add '{')' if ch == '(' else ']'}')"
+    stripped = text.rstrip()
+    if stripped and stripped[-1] in "+-*/^,<>=":
+        return f"the expression ends with the operator '{stripped[-1]}' at column {len(stripped)}: an operand is missing"
+    try:
+        compile(text.replace("^", "**").strip(), "<bound>", "eval")
+    except SyntaxError as exc:
+        col = exc.offset or 1
+        near = text.strip()[max(0, col - 1):col + 9]
+        return f"invalid syntax at column {col} (near '{near}')" if near else f"invalid syntax at column {col}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -118,7 +151,9 @@ def parse(text: str | float, allowed: set[str] | frozenset[str]) -> Expr:
         syms = [parse_expr(p, local_dict=local, global_dict=dict(glob),
                            transformations=standard_transformations + (convert_xor,)) for p in parts]
     except Exception as exc:  # noqa: BLE001  (sympy raises a zoo of types for syntax errors)
-        raise ExpressionError(f"cannot parse '{text}': {exc}") from None
+        # say what is wrong in the expression's own terms; sympy's message only when we cannot tell
+        problem = syntax_problem(text) or f"{type(exc).__name__}: {exc}"
+        raise ExpressionError(f"cannot parse '{text}': {problem}") from None
     sym = syms[0] if len(syms) == 1 else sympy.And(*syms)
     used = frozenset(str(s) for s in sym.free_symbols)
     return Expr(text, sym, used)

@@ -220,6 +220,14 @@ def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
                      p.shard_replicates(k))
 
 
+def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
+    """The estimator's per-replicate operand magnitude (extras["scale"], see verdicts.comparison_tolerance),
+    None unless every shard reports it."""
+    if not shards or not all("scale" in s.extras for s in shards):
+        return None
+    return np.concatenate([np.asarray(s.extras["scale"], dtype=float) for s in shards])
+
+
 def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
     """The next shard of an early-stopping configuration, or None once it is decided or exhausted."""
     shards = sorted(store.shards(run_id, claim.id, j), key=lambda r: r.shard_index)
@@ -231,7 +239,8 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
         value = np.concatenate([s.value for s in shards])
         ok = np.concatenate([s.valid for s in shards]) & np.isfinite(value)
         bound = chk.bound.evaluate(p.params)
-        k = int(violates(chk.relation, value[ok], bound).sum())
+        scale = shard_scale(shards)
+        k = int(violates(chk.relation, value[ok], bound, chk.dtype, None if scale is None else scale[ok]).sum())
         lo, hi = bernoulli_confidence_sequence(k, int(ok.sum()), DEFAULT_ALPHA)
         delta = claim.delta(p.params)
         if lo > delta or hi < delta:
@@ -378,7 +387,8 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             methods = sorted({s.method for s in shards if s.method})
             cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
                                "; ".join(methods), float(sum(s.seconds for s in shards)), errors,
-                               shard_size=c["shard_size"], anytime=c["early_stop"])
+                               shard_size=c["shard_size"], anytime=c["early_stop"], dtype=shards[0].dtype,
+                               scale=shard_scale(shards))
             cfgs.append(cr)
             samples.append(value[valid & np.isfinite(value)])
         results.append(claim_result(claim, cfgs, samples))

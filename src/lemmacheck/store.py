@@ -7,17 +7,20 @@ are kept (as float64 blobs) so every statistic, plot and verdict can be recomput
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import ClaimError
+from .errors import ClaimError, StoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -84,17 +87,79 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+APPLICATION_ID = 0x4C4D4348  # "LMCH" in the SQLite header: marks a file as a lemmacheck results store
+_TABLES = {"runs", "claims", "configs", "shards"}
+BUSY_TIMEOUT_S = 60  # a reader (report, show) or a short write waits this long for another writer's commit
+
+
 class Store:
     def __init__(self, path: str | Path, readonly: bool = False):
-        """`readonly` opens an existing store without creating or changing anything (reports, show)."""
+        """`readonly` opens an existing store without creating or changing anything (reports, show).
+
+        A file that is not a lemmacheck store (another program's database, a truncated or damaged copy, a file
+        that is not SQLite at all) is refused here with one clear StoreError, before anything is read or written."""
         self.path = str(path)
-        if readonly:
-            self.db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, isolation_level=None)
+        self._lock_fd: int | None = None
+        try:
+            if readonly:
+                self.db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True,
+                                          isolation_level=None, timeout=BUSY_TIMEOUT_S)
+                self._check(readonly=True)
+                return
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+            self._check(readonly=False)
+            self.db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            if self.db.execute("PRAGMA application_id").fetchone()[0] == 0:
+                self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a readable lemmacheck results store ({exc}); it may be truncated "
+                             "or damaged, or another kind of file: restore it from a copy or pass another --db") \
+                from None
+
+    def _check(self, readonly: bool) -> None:
+        """Refuse a foreign or damaged database: our application id (or, for stores written before it existed,
+        our tables), and SQLite's quick structural check (milliseconds for a store of megabytes)."""
+        if self.path == ":memory:":
             return
-        self.db = sqlite3.connect(self.path, isolation_level=None)  # explicit BEGIN/COMMIT below
-        self.db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+        app = self.db.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        ours = app == APPLICATION_ID or (app == 0 and _TABLES <= tables)
+        if not ours and (tables or app != 0 or readonly):
+            what = f"tables {sorted(tables)}" if tables else "no tables"
+            raise StoreError(f"{self.path}: not a lemmacheck results store (application id {app:#x}, {what}); "
+                             "refusing to read or add to it: pass another --db")
+        problems = [r[0] for r in self.db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            raise StoreError(f"{self.path}: the results store is damaged ({'; '.join(problems)}): restore it from "
+                             "a copy, or start a new one with another --db")
+
+    @contextmanager
+    def run_lock(self) -> Iterator[None]:
+        """Hold the store for one writing run. A second run on the same store stops at once with an error naming
+        the holder, instead of drawing the same shards twice (resume) or interleaving its writes; the OS drops
+        the lock when the holder exits, even when it is killed."""
+        if self.path == ":memory:":
+            yield
+            return
+        lock = f"{self.path}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StoreError(f"{self.path}: another run is writing this store ({holder}); wait for it to finish, "
+                             "or give this run its own --db") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} since {now()}".encode(), 0)
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     def close(self) -> None:
         self.db.close()

@@ -67,15 +67,30 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def _fit(scaling: dict[str, Any] | None) -> str:
+    """The steepest implied-constant slope and its interval ("-" when not a scaling claim or not fitted)."""
+    if not scaling or not scaling.get("implied_constant_slopes"):
+        return "-"
+    slopes, cis = scaling["implied_constant_slopes"], scaling.get("slope_ci", {})
+    k = max(slopes, key=lambda n: abs(slopes[n]))
+    lo, hi = cis.get(k, (math.nan, math.nan))
+    return f"C slope in {k} {slopes[k]:+.2g} [{lo:.2g}, {hi:.2g}]"
+
+
 def table(results: list[ClaimResult]) -> str:
     """A readable summary: one line per claim, confirmed findings listed after."""
-    rows = [("claim", "result", "mode", "verdict", "flags", "worst slack", "viol. rate CI", "configs", "")]
+    rows = [("claim", "result", "mode", "verdict", "flags", "worst slack", "viol. rate CI", "scaling fit",
+             "configs", "vs expected")]
     for r in results:
         worst = next((c for c in r.configs if c.index == r.worst_index), None)
         ci = "-" if worst is None else f"[{worst.violation_ci[0]:.2g}, {worst.violation_ci[1]:.2g}]"
+        slack_ = _fmt(worst.slack_min if worst else None)
+        if r.scaling is not None:
+            # a scaling verdict comes from the fit; slack at the illustrative constant would mislead here
+            slack_, ci = "-", "-"
         mark = "ok" if r.ok else ("ERROR" if any(c.errors for c in r.configs) else f"UNEXPECTED (expect {r.claim.expect})")
         rows.append((r.claim.id, r.claim.result, r.claim.mode, r.verdict, ",".join(r.flags) or "-",
-                     _fmt(worst.slack_min if worst else None), ci, str(len(r.configs)), mark))
+                     slack_, ci, _fit(r.scaling), str(len(r.configs)), mark))
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

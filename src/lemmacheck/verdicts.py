@@ -60,12 +60,13 @@ class ConfigResult:
     value_max: float | None
     value_median: float | None
     conditioning_failures: int
-    worst: dict[str, Any] | None  # shard and replicate of the smallest slack
+    worst: dict[str, Any] | None  # shard and replicate of the largest violation (or smallest margin)
     method: str
     seconds: float
     errors: list[str] = field(default_factory=list)
     shard_size: int = 0  # how replicates were split into seeded shards: repro needs it
     interval: str = "clopper-pearson"  # "confidence-sequence" when the configuration stopped early
+    nonpositive: int = 0  # scaling lower bound: draws <= 0, violations for every hidden constant
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,71 +89,124 @@ class ClaimResult:
         return self.verdict == self.claim.expect and not any(c.errors for c in self.configs)
 
 
-def violates(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
-    tol = COMPARISON_RTOL * abs(bound)
+# Rounding allowance: a comparison forgives ROUNDING_ULPS units of the dtype's precision, relative to the
+# operands' magnitude max(|value|, |bound|, scale). `scale` is what an estimator reports in extras["scale"]
+# when its value is a difference of larger terms (||a + b|| - ||a|| - ||b||: the terms are O(1), the value
+# O(eps)): cancellation leaves rounding of the terms' size, which the value alone cannot show. 128 ulps is
+# 2.8e-14 relative in float64 (a 1e-12 excess is still caught) and 1.5e-5 in float32.
+ROUNDING_ULPS = 128
+EPS = {"float64": float(np.finfo(np.float64).eps), "float32": float(np.finfo(np.float32).eps)}
+
+
+def comparison_tolerance(value: np.ndarray, bound: float, dtype: str = "float64",
+                         scale: np.ndarray | None = None) -> np.ndarray:
+    """Per-draw absolute tolerance: ROUNDING_ULPS * eps(dtype) * max(|value|, |bound|, |scale|)."""
+    if dtype not in EPS:
+        raise ValueError(f"unknown dtype {dtype!r}: one of {sorted(EPS)}")
+    mag = np.maximum(np.abs(np.asarray(value, dtype=float)), abs(bound))
+    if scale is not None:
+        mag = np.maximum(mag, np.abs(np.asarray(scale, dtype=float)))
+    return ROUNDING_ULPS * EPS[dtype] * mag
+
+
+def violates(relation: str, value: np.ndarray, bound: float, dtype: str = "float64",
+             scale: np.ndarray | None = None) -> np.ndarray:
+    """Draws that violate `value relation bound` by more than rounding (comparison_tolerance). A strict
+    relation is violated at equality within rounding too: rounding can neither make nor break a tie."""
+    value = np.asarray(value, dtype=float)
+    tol = comparison_tolerance(value, bound, dtype, scale)
     if relation == "<=":
         return value > bound + tol
     if relation == "<":
-        return value >= bound + tol
+        return value >= bound - tol
     if relation == ">=":
         return value < bound - tol
-    return value <= bound - tol  # ">"
+    return value <= bound + tol  # ">"
 
 
-def slack(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
-    """bound/estimate for upper bounds, estimate/bound for lower bounds: 1 is tight, below 1 a violation.
+def slack(relation: str, value: np.ndarray, bound: float, dtype: str = "float64",
+          scale: np.ndarray | None = None) -> np.ndarray:
+    """How far a draw is from violating, as a ratio: 1 is tight, below 1 a violation, defined for every sign.
 
-    A lower bound of 0 (a sign claim) has no ratio: +inf above it, 1 at it, 0 below it. A non-positive lower
-    bound or estimate has no meaningful ratio either and gives NaN (the verdict never reads slack)."""
+    Upper bound (value <= bound): bound/value when bound > 0 (+inf for value <= 0), value/bound when
+    bound < 0. Lower bound (value >= bound): value/bound when bound > 0, bound/value when bound < 0 (+inf for
+    value >= 0). A bound of 0 (a sign claim) has no ratio: +inf on the right side, 1 at it, 0 across it.
+    Draws within rounding of the bound (comparison_tolerance) read 1: tight, as the comparison treats them.
+    The ratio never orders the violations of a sign claim: the worst draw comes from `excess`."""
     value = np.asarray(value, dtype=float)
+    upper = relation in ("<=", "<")
     with np.errstate(divide="ignore", invalid="ignore"):
-        if relation in ("<=", "<"):
-            return np.where(value > 0, bound / value, np.inf)
         if bound == 0:
-            return np.where(value > 0, np.inf, np.where(value == 0, 1.0, 0.0))
-        return value / bound if bound > 0 else np.full_like(value, np.nan)
+            good = value < 0 if upper else value > 0
+            out = np.where(good, np.inf, np.where(value == 0, 1.0, 0.0))
+        elif upper == (bound > 0):  # upper with bound > 0, lower with bound < 0: bound/value
+            # a value of the opposite sign (or 0) lies beyond any ratio on the safe side
+            out = np.where(value * bound > 0, bound / value, np.inf)
+        else:  # upper with bound < 0, lower with bound > 0: value/bound (<= 0 across zero: a violation)
+            out = value / bound
+    at_bound = np.abs(value - bound) <= comparison_tolerance(value, bound, dtype, scale)
+    return np.where(at_bound, 1.0, out)
+
+
+def excess(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
+    """Signed amount by which a draw exceeds its bound (positive: a violation): the worst draw is its argmax."""
+    value = np.asarray(value, dtype=float)
+    return value - bound if relation in ("<=", "<") else bound - value
 
 
 def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
                   valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
                   errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0,
-                  anytime: bool = False) -> ConfigResult:
+                  anytime: bool = False, dtype: str | None = None, scale: np.ndarray | None = None) -> ConfigResult:
     """`anytime`: replicates were drawn until a decision (optional stopping), so the interval must be the
-    anytime-valid confidence sequence; a fixed-size Clopper-Pearson interval would be too narrow."""
+    anytime-valid confidence sequence; a fixed-size Clopper-Pearson interval would be too narrow.
+    `dtype` (default: the claim's) and `scale` (the estimator's extras["scale"], per replicate) set the
+    rounding tolerance of the comparison (comparison_tolerance)."""
     chk = claim.check
     assert chk is not None
+    dtype = dtype or chk.dtype
     vals = config_values(claim, params)
     bound = chk.bound.evaluate({**chk.regime_constants, **params}) if chk.constants else chk.bound.evaluate(params)
     in_regime = True if chk.requires is None else chk.requires.holds(vals)
     delta = claim.delta(params)
     finite = np.isfinite(value)
-    if not finite.all() and not errors:
-        errors = errors + [f"{int((~finite).sum())} replicate(s) gave NaN/inf for quantity '{chk.quantity}'"]
+    bad = valid & ~finite  # NaN on a draw whose hypotheses failed is the estimator's way of saying "no value"
+    if bad.any() and not errors:
+        errors = errors + [f"{int(bad.sum())} replicate(s) gave NaN/inf for quantity '{chk.quantity}'"]
     ok = valid & finite
     v = value[ok]
+    sc = None if scale is None else np.asarray(scale, dtype=float)[ok]
     n = int(ok.sum())
-    viol = violates(chk.relation, v, bound)
+    viol = violates(chk.relation, v, bound, dtype, sc)
     k = int(viol.sum())
     interval = bernoulli_confidence_sequence if anytime else clopper_pearson
     ci = interval(k, n, alpha) if n else (0.0, 1.0)
-    sl = slack(chk.relation, v, bound)
+    sl = slack(chk.relation, v, bound, dtype, sc)
+    nonpositive = 0
+    if claim.mode == "scaling" and chk.relation in (">=", ">"):
+        # Against a positive lower bound C * shape, a draw <= 0 is a violation for every constant C: it never
+        # enters the log-log fit, so it must decide here.
+        shape = chk.bound.with_constants({c: 1.0 for c in chk.constants}).evaluate(params)
+        nonpositive = int((v <= 0).sum()) if shape > 0 else 0
+    decided = nonpositive if claim.mode == "scaling" else k  # violations that refute for every constant
+    dci = interval(decided, n, alpha) if n else (0.0, 1.0)
     if errors:
         verdict = "inconclusive"
     elif n == 0 and not valid.all():
         verdict = "n/a"  # every draw failed the statement's own hypotheses: no evidence either way
     elif n == 0:
         verdict = "inconclusive"
-    elif claim.mode == "scaling":
-        verdict = "n/a"
-    elif claim.mode == "deterministic":
-        verdict = "violated" if k else "holds"
-    elif ci[0] > delta:
+    elif claim.mode == "scaling" and not nonpositive:
+        verdict = "n/a"  # the fit over the sweep decides
+    elif claim.mode == "deterministic" or (claim.mode == "scaling" and delta == 0):
+        verdict = "violated" if decided else "holds"
+    elif dci[0] > delta:
         verdict = "violated"
-    elif ci[1] < delta:
+    elif dci[1] < delta:
         # "holds" is evidence, not a point estimate: even the interval's upper end (at the run's confidence,
         # anytime-valid under early stopping) keeps the violation rate below δ. With no violation that needs
         # n > log(2/α)/δ ≈ 10/δ draws.
-        verdict = "holds"
+        verdict = "holds" if claim.mode != "scaling" else "n/a"
     else:
         verdict = "inconclusive"
     vacuous = delta >= 1.0
@@ -161,7 +215,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         vacuous = vacuous or (bound >= t if chk.relation in ("<=", "<") else bound <= t)
     worst = None
     if n:
-        idx = np.flatnonzero(ok)[int(np.nanargmin(np.where(np.isnan(sl), np.inf, sl)))]
+        # the largest violation (or the draw closest to one): slack ratios cannot order a sign claim's draws
+        idx = np.flatnonzero(ok)[int(np.argmax(excess(chk.relation, v, bound)))]
         worst = {"shard": int(shard_of[idx]), "replicate": int(pos_in_shard[idx]), "value": float(value[idx])}
     return ConfigResult(
         index, params, seed, n, len(value), k, (float(ci[0]), float(ci[1])),
@@ -169,7 +224,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
         int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
-        "confidence-sequence" if anytime else "clopper-pearson")
+        "confidence-sequence" if anytime else "clopper-pearson", nonpositive)
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
@@ -263,6 +318,13 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         verdict = scaling["verdict"]
         if "flag" in scaling:
             flags.append(scaling["flag"])
+        # Non-positive draws against a positive lower bound refute every constant: they decide beside the fit.
+        decide = inside if scaling.get("regime", "").startswith("in-regime") else configs
+        per_config = _aggregate([c.verdict for c in decide])
+        if per_config is not None and ORDER[per_config] > ORDER[verdict]:
+            verdict = per_config
+        if any(c.nonpositive for c in configs):
+            flags.append("non-positive")
     else:
         v_in, v_out = _aggregate([c.verdict for c in inside]), _aggregate([c.verdict for c in outside])
         if inside:
@@ -278,7 +340,13 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     elif any(c.vacuous for c in configs):
         flags.append("partly-vacuous")
     if any(c.errors for c in configs):
+        # A failed estimator or a NaN draw leaves a hole where a violation could be: never "holds". A
+        # violation found by error-free configurations (a counterexample, a significant rate) still stands;
+        # a scaling fit with a missing configuration decides nothing.
         flags.append("errors")
+        clean_violation = any(c.verdict == "violated" and not c.errors for c in configs)
+        if verdict != "violated" or not clean_violation:
+            verdict = "inconclusive"
     if any(c.conditioning_failures for c in configs):
         flags.append("conditioned")
     cands = [c for c in configs if c.slack_min is not None]

@@ -114,10 +114,11 @@ def _papers(views: list[ClaimView], notes: list[str]) -> dict[str, Paper]:
 
 
 def build_report(db: str | Path, out: str | Path, compare: str | Path | None = None, *,
-                 run_id: int | None = None) -> Path:
+                 run_id: int | None = None, progress: Any = None) -> Path:
     """Render the report of `run_id` (default: the latest finished run) of the store `db` into `out`.
 
     `compare`: another store (or the same one: then its previous finished run) to mark changes against.
+    `progress`: a progress.Progress told the number of claim pages, then of each one written.
     Returns the path of index.html.
     """
     out = Path(out)
@@ -132,7 +133,10 @@ def build_report(db: str | Path, out: str | Path, compare: str | Path | None = N
         taken: set[str] = set()
         views: list[ClaimView] = []
         written: set[str] = set()
-        for cid in store.claim_ids(rid):
+        ids = store.claim_ids(rid)
+        if progress is not None:
+            progress.add_total(len(ids))
+        for cid in ids:
             view = load_claim_view(store, rid, cid, safe_name(cid, taken), with_data=True)
             if cmp is not None:
                 view.change = compare_view(view, cmp)
@@ -140,6 +144,8 @@ def build_report(db: str | Path, out: str | Path, compare: str | Path | None = N
             written.add(f"{view.slug}.html")
             view.data = {}  # per-replicate arrays are only needed for this claim's page
             views.append(view)
+            if progress is not None:
+                progress.advance()
         removed = []
         if cmp is not None:
             current = {v.claim_id for v in views}
