@@ -62,7 +62,8 @@ def _radius(ctx: Context) -> float:
 
 
 def _perturbed(ctx: Context) -> bool:
-    return "tau0" in ctx.params and SEARCH_ORDER[ctx.search] > 0
+    # tau0 = 0 is the unperturbed W~ (a point of every ball): no search needed there.
+    return "tau0" in ctx.params and ctx.p("tau0") > 0 and SEARCH_ORDER[ctx.search] > 0
 
 
 # ---------------------------------------------------------------- forward at initialisation
