@@ -107,7 +107,9 @@ def test_jvp_and_ntk_match_autograd():
     W, A, B, X, Y = _setup(R=2, n=2, L=4, m=5, d=2, seed=3)
     fwd = net.forward(W, A, B, X)
     Gdir = torch.randn(W.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    _, tangent = torch.func.jvp(lambda w: net.forward(w, A, B, X).y, (W,), (Gdir,))
+    # reverse-mode jvp (double backward): torch.func.jvp's forward-mode AD loads torch's jit-scripted
+    # decompositions, 18 `torch.jit.script is deprecated` warnings per test session
+    _, tangent = torch.autograd.functional.jvp(lambda w: net.forward(w, A, B, X).y, (W,), (Gdir,))
     torch.testing.assert_close(net.jvp(W, B, fwd, Gdir), tangent, rtol=1e-10, atol=1e-12)
     # ⟨∇f, G⟩ = Σ loss · dy
     lv = net.losses(fwd, Y)
