@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
-from .inputs import label_pattern
+from .inputs import check_points, label_pattern
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
@@ -379,9 +379,10 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         raise ClaimError(path, "inputs", "expected a table", '`inputs = { kind = "unit-sphere", n = "n", d = "d" }`')
     if inputs:
         ik = inputs.get("kind")
-        if ik not in INPUTS:
+        # Labels alone (a quantity that draws labels but no data) need no generator.
+        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels"}):
             raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
-        spec = INPUTS.get(ik).extra.get("fields", {})
+        spec = INPUTS.get(ik).extra.get("fields", {}) if ik is not None else {}
         for k, v in inputs.items():
             if k == "kind":
                 continue
@@ -390,6 +391,12 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     label_pattern(v)
                 except ValueError as e:
                     raise ClaimError(path, "inputs.labels", str(e)) from None
+                continue
+            if k == "points":  # a pinned dataset (a hunt's counterexample): every replicate uses it
+                try:
+                    check_points(v)
+                except ValueError as e:
+                    raise ClaimError(path, "inputs.points", str(e)) from None
                 continue
             if k not in spec:
                 raise ClaimError(path, f"inputs.{k}", f"input generator '{ik}' has no option '{k}'",

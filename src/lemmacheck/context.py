@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .expressions import parse
-from .inputs import draw_labels
+from .inputs import draw_labels, pinned_dataset
 from .registry import INPUTS
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -67,14 +67,11 @@ class Context:
         return self.args.get(name, default)
 
     def inputs(self) -> torch.Tensor:
-        """Draw the claim's datasets: (R, n, d)."""
-        if self.dataset is not None:
-            X = self.dataset.to(self.dtype)
-            X = (X if X.dim() == 3 else X.unsqueeze(0)).expand(self.replicates, -1, -1).clone().to(self.device)
-            self._last_inputs = X
-            return X
+        """Draw the claim's datasets: (R, n, d); a pinned dataset (ctx.dataset, or `inputs.points`) is the same
+        for every replicate."""
         spec = dict(self.inputs_spec)
         spec.pop("labels", None)  # drawn by ctx.labels
+        points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")
         entry = INPUTS.get(kind)
         fields = entry.extra.get("fields", {})
@@ -85,9 +82,15 @@ class Context:
         # output dimension, and silently feeding it to a generator as the input dimension would be wrong.
         if "n" in fields and "n" not in kwargs:
             kwargs["n"] = self.i("n", 1)
-        if "d" in fields and "d" not in kwargs:
+        if "d" in fields and "d" not in kwargs and (points is None and self.dataset is None or "d" in self.params):
             kwargs["d"] = self.i("d")
-        X = entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
+        if self.dataset is None and points is not None:
+            self.dataset = pinned_dataset(points, {k: kwargs[k] for k in ("n", "d") if k in kwargs})
+        if self.dataset is not None:
+            X = self.dataset.to(self.dtype)
+            X = (X if X.dim() == 3 else X.unsqueeze(0)).expand(self.replicates, -1, -1).clone().to(self.device)
+        else:
+            X = entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
         self._last_inputs = X
         return X
 

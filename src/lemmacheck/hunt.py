@@ -1,22 +1,44 @@
-"""Hunting for violations: Hypothesis explores a claim's declared configuration space, targeted at the
-smallest slack, and (for deterministic claims) shrinks a violating configuration to a minimal one.
+"""Hunting for violations: Hypothesis searches what a claim quantifies over (its parameters, and, when its
+quantity draws them, the dataset, the labels and the perturbation direction), targeted at the smallest slack,
+and shrinks a confirmed violation to a minimal example (fewest points, lowest dimension, simplest
+coordinates, smallest parameters).
 
-Hypothesis only chooses configurations; the Monte-Carlo draws inside each still come from the seeded
-generator of that configuration (runner.config_seed), so every configuration it reports replays exactly
-with `lemmacheck repro`. A hunt that finds nothing proves nothing: it is a search, not a certificate.
+A case with a dataset or labels is run as the claim *pinned* to them (`inputs.points`, `inputs.labels`: every
+replicate uses that dataset; networks and perturbations are still drawn), through the runner's own shard code,
+so a counterexample replays exactly with its seed and is saved to the claim's corpus (corpus.py).
+Determinism: Hypothesis runs from a fixed seed without a database, and every probe's Monte-Carlo draws come
+from the seeded generator of its configuration (runner.config_seed), the same for every dataset tried (common
+random numbers). A probabilistic claim is broken at a case only when its violation rate there is significant
+(the lower end of the Clopper-Pearson interval at the run's alpha above delta, on `confirm` replicates), never
+for k > 0. Scaling claims have hidden constants: their hunts report slack, never a counterexample.
+A hunt that finds nothing proves nothing: it is a search, not a certificate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import math
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+import torch
 
-from .claims import Claim, config_values
-from .runner import ShardTask, config_seed, execute_shard, param_strategy, shard_seed
+from .claims import Claim, config_values, parse_claim
+from .context import DTYPES, Context
+from .inputs import all_patterns
+from .registry import QUANTITIES
+from .runner import ShardTask, config_seed, execute_shard, shard_seed
+from .search import move_points
+from .stats import DEFAULT_ALPHA, clopper_pearson
 from .verdicts import slack, violates
+
+# Perturbation searches a hunt escalates to: the linearised worst direction and projected ascent from it.
+ESCALATE = {"random": "adversarial", "gradient": "adversarial"}
+EXHAUSTIVE_LABELS_UP_TO = 6  # every labelling of the worst case's points is tried when n <= this
 
 
 @dataclass
@@ -26,6 +48,25 @@ class Probe:
     slack_min: float
     violations: int
     in_regime: bool
+    replicates: int = 0
+    points: list[list[float]] | None = None
+    labels: list[int] | None = None
+    geometry: str = ""
+    search: str = ""
+    significant: bool = False  # a violation by the claim's own standard (see module doc)
+    violation_ci: tuple[float, float] = (0.0, 1.0)
+    found_by: str = "hypothesis"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["violation_ci"] = list(self.violation_ci)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Probe:
+        d = dict(d)
+        d["violation_ci"] = tuple(d.get("violation_ci", (0.0, 1.0)))
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -33,70 +74,253 @@ class HuntResult:
     claim_id: str
     examples: int
     probes: list[Probe] = field(default_factory=list)
-    counterexample: Probe | None = None  # deterministic claims: the shrunk, minimal violating configuration
+    counterexample: Probe | None = None  # the shrunk, minimal confirmed violation
+    data: bool = False
+    labels: bool = False
+    search: str = ""
+    notes: list[str] = field(default_factory=list)
 
     def worst(self, in_regime_only: bool = False) -> Probe | None:
         cands = [p for p in self.probes if p.in_regime or not in_regime_only]
         return min(cands, key=lambda p: p.slack_min) if cands else None
 
+    def tried(self) -> dict[str, Any]:
+        """How hard it was hunted: cases probed, dataset families and label patterns tried."""
+        return {"cases": len(self.probes),
+                "geometries": dict(Counter(p.geometry for p in self.probes if p.geometry)),
+                "label_patterns": len({json.dumps(p.labels) for p in self.probes if p.labels is not None}),
+                "search": self.search}
 
-def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int) -> Probe:
+
+def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | None = None,
+           search: str | None = None) -> Claim:
+    """The claim with its dataset and/or labels fixed (every replicate uses them) and its perturbation search
+    replaced: an ordinary claim the runner executes and a corpus entry replays."""
+    if points is None and labels is None and not search:
+        return claim
+    raw = copy.deepcopy(claim.raw)
+    inputs = raw.setdefault("inputs", {})
+    if points is not None:
+        inputs["points"] = points
+    if labels is not None:
+        inputs["labels"] = "".join("+" if v > 0 else "-" for v in labels)
+    if search:
+        raw.setdefault("check", {})["search"] = search
+    return parse_claim(raw, claim.source)
+
+
+def _significant(claim: Claim, params: dict[str, float], k: int, n: int) -> tuple[bool, tuple[float, float]]:
+    ci = clopper_pearson(k, n, DEFAULT_ALPHA) if n else (0.0, 1.0)
+    if claim.mode == "deterministic":
+        return k > 0, ci
+    if claim.mode == "probabilistic":
+        return ci[0] > claim.delta(params), ci
+    return False, ci  # scaling: hidden constants, no counterexample
+
+
+def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,
+          points: list[list[float]] | None = None, labels: list[int] | None = None, search: str | None = None,
+          seed: int | None = None, geometry: str = "") -> Probe:
+    """Run one case through the runner's shard code: seed = the configuration's (run seed, claim, params)
+    seed unless given (a corpus replay passes the recorded one)."""
     chk = claim.check
     assert chk is not None
-    seed = config_seed(run_seed, claim.id, params)
-    rec = execute_shard(ShardTask(str(claim.source), claim.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0), replicates))
+    run = pinned(claim, points, labels, search)
+    seed = config_seed(run_seed, claim.id, params) if seed is None else seed
+    rec = execute_shard(ShardTask(str(claim.source), run.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0),
+                                  replicates))
     if rec.error:
         raise RuntimeError(rec.error)
     vals = rec.value[rec.valid & np.isfinite(rec.value)]
     bound = chk.bound.evaluate({**chk.regime_constants, **params})
     sl = slack(chk.relation, vals, bound) if len(vals) else np.array([math.inf])
+    sl = sl[~np.isnan(sl)] if np.isnan(sl).any() and not np.isnan(sl).all() else sl
     in_regime = True if chk.requires is None else chk.requires.holds(config_values(claim, params))
-    return Probe(dict(params), seed, float(np.nanmin(sl)), int(violates(chk.relation, vals, bound).sum()), in_regime)
+    k = int(violates(chk.relation, vals, bound).sum())
+    sig, ci = _significant(claim, params, k, len(vals))
+    return Probe(dict(params), seed, float(np.nanmin(sl)) if len(sl) else math.inf, k, in_regime, replicates,
+                 points, labels, geometry, search or "", sig, ci)
 
 
-def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0,
-         in_regime_only: bool = False) -> HuntResult:
+def _context(claim: Claim, params: dict[str, float], replicates: int, gen: torch.Generator,
+             dataset: torch.Tensor | None = None) -> Context:
+    chk = claim.check
+    assert chk is not None
+    return Context(claim.id, dict(params), replicates, gen, DTYPES[chk.dtype], torch.device("cpu"), dict(chk.args),
+                   dict(claim.inputs), chk.search, claim.network, dataset=dataset)
+
+
+class _Recorder(Context):
+    """A Context that notes what the quantity draws (does it use datasets? labels?)."""
+
+    drew: set[str]
+
+    def inputs(self) -> torch.Tensor:
+        self.drew.add("inputs")
+        return super().inputs()
+
+    def labels(self, n: int, X: torch.Tensor | None = None) -> torch.Tensor:
+        self.drew.add("labels")
+        return super().labels(n, X)
+
+
+def draws(claim: Claim, params: dict[str, float]) -> set[str]:
+    """What the claim's quantity draws at a configuration ("inputs", "labels"), by one small dry run."""
+    chk = claim.check
+    assert chk is not None
+    ctx = _context(claim, params, 2, torch.Generator().manual_seed(0))
+    rec = _Recorder(**{f: getattr(ctx, f) for f in ctx.__dataclass_fields__ if not f.startswith("_")})
+    rec.drew = set()
+    # The dry run only asks what is drawn; estimator errors surface in the hunt itself.
+    with contextlib.suppress(Exception):
+        QUANTITIES.get(chk.quantity).obj(rec)
+    return rec.drew
+
+
+def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr: float = 0.1,
+              separation: float = 0.0) -> Probe | None:
+    """The gradient adversary: move the points of `start`'s dataset on the sphere (projected back onto the
+    separation constraint) to shrink the slack, for a quantity differentiable in its inputs; the Monte-Carlo
+    draws are the same at every step (common random numbers). None when the quantity is not differentiable."""
+    chk = claim.check
+    assert chk is not None and start.points is not None
+    sign = 1.0 if chk.relation in ("<=", "<") else -1.0
+    sseed = shard_seed(start.seed, 0)
+    R = start.replicates or 8
+    q = QUANTITIES.get(chk.quantity).obj
+    run = pinned(claim, None, start.labels, start.search or None)
+
+    def objective(X: torch.Tensor) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(sseed & 0xFFFFFFFFFFFF)
+        obs = q(_context(run, start.params, R, gen, dataset=X))  # ctx.inputs() keeps X's autograd graph
+        return sign * obs.value.mean()
+
+    X0 = torch.tensor(start.points, dtype=torch.float64)
+    try:
+        with torch.enable_grad():
+            test = objective(X0.clone().requires_grad_(True))
+        if not test.requires_grad:
+            return None
+        X, _ = move_points(objective, X0, separation, steps=steps, lr=lr)
+    except (RuntimeError, ValueError):
+        return None
+    p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
+              search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}")
+    p.found_by = "gradient adversary"
+    return p
+
+
+def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0, in_regime_only: bool = False,
+         data: bool | None = None, labels: bool | None = None, search: str | None = None, confirm: int = 400,
+         adversary_steps: int = 0, max_probes: int | None = None) -> HuntResult:
+    """Search the claim's parameters and (data/labels: None = whatever its quantity draws) datasets and labels;
+    a perturbation-searching claim is hunted with the stronger search (ESCALATE) unless `search` is given.
+    Probabilistic claims confirm a case with k > 0 on `confirm` replicates before calling it broken.
+    max_probes bounds the work (default 4 x examples): past it Hypothesis sees passing cases only."""
     from hypothesis import HealthCheck, Phase, assume, given, settings, target
     from hypothesis import seed as hseed
-    from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
 
-    if claim.check is None:
+    from .strategies import cases, dataset_shape, simplest_form
+
+    chk = claim.check
+    if chk is None:
         raise ValueError(f"{claim.id} is infeasible: nothing to hunt")
-    result = HuntResult(claim.id, examples)
-    strat = st.fixed_dictionaries({k: param_strategy(p) for k, p in claim.params.items()})
-    deterministic = claim.mode == "deterministic"
+    default = {k: p.default for k, p in claim.params.items()}
+    drawn = draws(claim, default) if (data is None or labels is None) else set()
+    has_shape = dataset_shape(claim, default) is not None
+    data = ("inputs" in drawn and has_shape) if data is None else data
+    labels = ("labels" in drawn) if labels is None else labels
+    search = search if search is not None else ESCALATE.get(chk.search, "")
+    result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
+    budget = max_probes if max_probes is not None else 4 * examples
 
     class Found(AssertionError):
         pass
 
+    def run_case(case) -> Probe | None:
+        key = case.key()
+        if key not in seen:
+            if len(seen) >= budget:
+                return None
+            try:
+                p = probe(claim, case.params, seed, replicates, points=case.points, labels=case.labels,
+                          search=search or None, geometry=case.geometry)
+                if claim.mode == "probabilistic" and p.violations and not p.significant and confirm > replicates:
+                    p = probe(claim, case.params, seed, confirm, points=case.points, labels=case.labels,
+                              search=search or None, geometry=case.geometry)
+            except RuntimeError:
+                p = None  # configurations the estimator cannot handle (e.g. odd width) are skipped
+            seen[key] = p  # type: ignore[assignment]
+            if p is not None:
+                result.probes.append(p)
+        return seen[key]
+
     @hseed(seed)
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
-              suppress_health_check=list(HealthCheck),
-              phases=[Phase.generate, Phase.target, Phase.shrink] if deterministic else [Phase.generate, Phase.target])
-    @given(strat)
-    def search(params: dict[str, float]) -> None:
-        params = dict(sorted(params.items()))
-        key = json.dumps(params)
-        if key not in seen:
-            try:
-                seen[key] = probe(claim, params, seed, replicates)
-            except RuntimeError:
-                assume(False)  # configurations the estimator cannot handle (e.g. odd width) are skipped
-            result.probes.append(seen[key])
-        p = seen[key]
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.target, Phase.shrink])
+    @given(cases(claim, data=bool(data), labels=bool(labels)))
+    def search_cases(case) -> None:
+        p = run_case(case)
+        if p is None:
+            assume(False)
+            return
         if in_regime_only:
             assume(p.in_regime)
         target(-math.log(max(p.slack_min, 1e-300)) if math.isfinite(p.slack_min) else -1e9, label="-log slack")
-        if deterministic and p.violations and (p.in_regime or not in_regime_only):
-            result.counterexample = p  # the last one recorded is Hypothesis's shrunk example
-            raise Found(f"violation at {params}")
+        if p.significant and (p.in_regime or not in_regime_only):
+            result.counterexample = p  # the last one raised is Hypothesis's shrunk example, replayed last
+            raise Found(f"violation at {case.params}")
 
     try:
-        search()
-    except Found:
+        search_cases()
+    except (Found, Unsatisfiable):
         pass
-    except Unsatisfiable:
-        pass
+    ce = result.counterexample
+    if ce is not None and ce.points is not None:
+        # Hypothesis shrinks the choice of geometry and seed, not the coordinates of a rotated configuration:
+        # the same dataset in its principal axes, simple values snapped, is the minimal example when it still fails.
+        shape = dataset_shape(claim, ce.params)
+        simple = simplest_form(ce.points, shape[2] if shape else 0.0)
+        if simple is not None:
+            p = probe(claim, ce.params, seed, ce.replicates, points=simple, labels=ce.labels, search=ce.search or None,
+                      geometry=f"{ce.geometry} (principal axes)")
+            if p.significant:
+                p.found_by = ce.found_by
+                result.probes.append(p)
+                result.counterexample = p
+    if result.counterexample is None and labels:
+        _exhaust_labels(claim, result, seed, replicates, search or None, in_regime_only)
+    if result.counterexample is None and data and adversary_steps:
+        worst = result.worst(in_regime_only)
+        sep = dataset_shape(claim, worst.params)[2] if worst and worst.points else 0.0
+        moved = adversary(claim, worst, seed, steps=adversary_steps, separation=sep) if worst and worst.points else None
+        if moved is None:
+            result.notes.append("gradient adversary: quantity not differentiable in its inputs (not run)")
+        else:
+            result.probes.append(moved)
+            if moved.significant:
+                result.counterexample = moved
     return result
+
+
+def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int, search: str | None,
+                    in_regime_only: bool) -> None:
+    """Every labelling (up to a global sign) of the worst case found, when it has at most
+    EXHAUSTIVE_LABELS_UP_TO points."""
+    worst = result.worst(in_regime_only)
+    if worst is None or worst.labels is None or len(worst.labels) > EXHAUSTIVE_LABELS_UP_TO:
+        return
+    for pattern in all_patterns(len(worst.labels)):
+        for y in (pattern, [-v for v in pattern]):
+            try:
+                p = probe(claim, worst.params, seed, replicates, points=worst.points, labels=y, search=search,
+                          geometry=worst.geometry)
+            except RuntimeError:
+                continue
+            p.found_by = "every labelling"
+            result.probes.append(p)
+            if p.significant and (p.in_regime or not in_regime_only):
+                result.counterexample = p
+                return

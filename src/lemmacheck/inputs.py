@@ -312,6 +312,30 @@ def unit_sphere(gen: torch.Generator, R: int, *, n: int, d: int, separation: flo
     return X
 
 
+def check_points(points: Any) -> tuple[int, int]:
+    """A pinned dataset: a non-empty list of equal-length rows of numbers, each of unit norm; returns (n, d)."""
+    try:
+        X = torch.tensor(points, dtype=torch.float64)
+    except (TypeError, ValueError):
+        raise ValueError("expected a list of rows of numbers, e.g. [[1.0, 0.0], [0.0, 1.0]]") from None
+    if X.dim() != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"expected an n x d list of rows, got shape {tuple(X.shape)}")
+    norms = X.norm(dim=-1)
+    if not bool(((norms - 1).abs() <= 1e-9).all()):
+        raise ValueError(f"rows must have unit norm; row {int((norms - 1).abs().argmax())} has norm "
+                         f"{float(norms[(norms - 1).abs().argmax()]):.12g}")
+    return X.shape[0], X.shape[1]
+
+
+def pinned_dataset(points: Any, shape: dict[str, float]) -> torch.Tensor:
+    """The (n, d) tensor of a pinned dataset, checked against the configuration's n and d (where given)."""
+    n, d = check_points(points)
+    for name, have in (("n", n), ("d", d)):
+        if name in shape and round(shape[name]) != have:
+            raise EstimatorError(f"pinned dataset has {name}={have} but the configuration has {name}={shape[name]:g}")
+    return torch.tensor(points, dtype=torch.float64)
+
+
 def rademacher(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.randint(0, 2, shape, generator=gen).to(dtype) * 2 - 1
 

@@ -12,6 +12,7 @@ an upper bound on the supremum, never prove it; claims name the search they used
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -113,3 +114,59 @@ def greedy_flip_vector(g: torch.Tensor, scale: torch.Tensor, budget: float, marg
     fits = (sorted_need ** 2).cumsum(-1) <= 1.0
     mag = torch.zeros_like(g).scatter(-1, order, sorted_need * fits)
     return torch.where(g >= 0, -mag, mag)
+
+
+# ------------------------------------------------------------------- moving a dataset on the sphere (hunts)
+
+
+def project_separated(X: torch.Tensor, separation: float, iters: int = 100) -> torch.Tensor:
+    """Unit rows of X (n, d), pushed apart until every pair is at least `separation` apart: each pair closer
+    than that moves symmetrically along its chord to (slightly over) the separation, then rows are renormalised;
+    repeated while a pair is short. Returns the projected copy; callers check `min_separation` (a crowded
+    configuration may not converge)."""
+    X = X.detach() / X.detach().norm(dim=-1, keepdim=True)
+    if separation <= 0 or X.shape[0] < 2:
+        return X
+    target = separation * (1 + 1e-9)
+    for _ in range(iters):
+        diff = X.unsqueeze(1) - X.unsqueeze(0)  # (n, n, d): x_i - x_j
+        dist = diff.norm(dim=-1) + torch.eye(X.shape[0], dtype=X.dtype) * 1e9
+        short = dist < target
+        if not bool(short.any()):
+            break
+        push = torch.where(short, (target - dist) / 2 / dist.clamp_min(1e-300), torch.zeros_like(dist))
+        X = X + (push.unsqueeze(-1) * diff).sum(1)
+        X = X / X.norm(dim=-1, keepdim=True)
+    return X
+
+
+def move_points(objective: Callable[[torch.Tensor], torch.Tensor], X0: torch.Tensor, separation: float,
+                *, steps: int = 30, lr: float = 0.1) -> tuple[torch.Tensor, float]:
+    """Projected gradient ascent of a differentiable objective (a scalar of the dataset) over unit-norm datasets
+    with pairwise separation: the gradient's tangent part moves each point along the sphere, then
+    `project_separated` restores the constraint; a step that cannot be projected is halved. Returns the best
+    dataset and objective value seen (the start included)."""
+    X = X0.detach().clone()
+    best_X, best = X, float(objective(X).detach())
+    step = lr
+    for _ in range(steps):
+        Xg = X.detach().requires_grad_(True)
+        with torch.enable_grad():
+            val = objective(Xg)
+            (g,) = torch.autograd.grad(val, Xg)
+        g = g - (g * X).sum(-1, keepdim=True) * X  # tangent to the sphere at each point
+        gn = float(g.norm())
+        if not gn or not math.isfinite(gn):
+            break
+        cand = project_separated(X + step * g / gn, separation)
+        n = cand.shape[0]
+        ok = n < 2 or separation <= 0 or float(
+            (torch.cdist(cand, cand) + torch.eye(n, dtype=cand.dtype) * 9).min()) >= separation * (1 - 1e-12)
+        if not ok:
+            step /= 2
+            continue
+        X = cand
+        v = float(objective(X).detach())
+        if v > best:
+            best_X, best = X, v
+    return best_X, best

@@ -1,0 +1,72 @@
+"""Regression corpus: counterexamples a hunt confirmed (parameters, pinned dataset, labels, perturbation
+search, configuration seed, replicates), saved beside their claim as claims/<paper>/corpus/<claim file>.json
+and replayed first by every later run, deterministically: the same seed and shard give the same draws, so a
+replay reproduces the recorded slack exactly (tests/test_corpus.py).
+
+The runner plans each entry as a configuration of its own (`plans`), run on the claim pinned to the entry's
+dataset and labels, before the profile's configurations.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .claims import Claim
+from .hunt import Probe, pinned, probe
+
+CORPUS_DIR = "corpus"
+
+
+def corpus_path(claim: Claim) -> Path:
+    return claim.source.parent / CORPUS_DIR / f"{claim.source.stem}.json"
+
+
+def load(claim: Claim) -> list[Probe]:
+    """The claim's saved counterexamples, oldest first ([] when it has none)."""
+    path = corpus_path(claim)
+    if not path.is_file():
+        return []
+    try:
+        raw = json.loads(path.read_text())
+        entries = raw["entries"]
+        if raw.get("claim") != claim.id:
+            raise ValueError(f"corpus belongs to claim {raw.get('claim')!r}, not {claim.id!r}")
+        return [Probe.from_json(e) for e in entries]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: malformed corpus ({exc}); delete it or fix its 'entries'") from None
+
+
+def _key(p: Probe) -> str:
+    return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates])
+
+
+def save(claim: Claim, found: Probe) -> Path:
+    """Add a counterexample to the claim's corpus (once: an identical entry is not repeated)."""
+    entries = load(claim)
+    if _key(found) not in {_key(e) for e in entries}:
+        entries.append(found)
+    path = corpus_path(claim)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"claim": claim.id, "entries": [e.to_json() for e in entries]}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
+    """(saved, replayed now) for every entry: the replay uses the recorded seed and replicates."""
+    out = []
+    for e in load(claim):
+        again = probe(claim, e.params, 0, e.replicates, points=e.points, labels=e.labels, search=e.search or None,
+                      seed=e.seed, geometry=e.geometry)
+        again.found_by = e.found_by
+        out.append((e, again))
+    return out
+
+
+def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
+    """(params, configuration seed, replicates, claim definition) of every corpus entry, for the runner: the
+    definition is the claim pinned to the entry's dataset, labels and search, run as one shard."""
+    return [(dict(e.params), e.seed, e.replicates, pinned(claim, e.points, e.labels, e.search or None).snapshot)
+            for e in load(claim)]

@@ -1,0 +1,55 @@
+"""The regression corpus: a hunt's counterexample is saved beside its claim and replays identically."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lemmacheck import corpus
+from lemmacheck.claims import load_claims, load_extension
+from lemmacheck.hunt import hunt
+
+PLANTED = Path(__file__).parent / "planted"
+
+
+@pytest.fixture
+def claim(tmp_path):
+    load_extension(PLANTED)  # registered once, from its one path; the copies below are claim files only
+    folder = tmp_path / "planted"
+    shutil.copytree(PLANTED, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    return next(c for c in load_claims([folder])[0] if c.id.endswith("structured"))
+
+
+def test_counterexample_is_saved_beside_the_claim_and_replays_identically(claim):
+    ce = hunt(claim, examples=100, seed=0).counterexample
+    assert ce is not None
+    path = corpus.save(claim, ce)
+    assert path == claim.source.parent / "corpus" / "structured.json"
+    corpus.save(claim, ce)  # saved once
+    assert len(json.loads(path.read_text())["entries"]) == 1
+    first = corpus.replay(claim)
+    second = corpus.replay(claim)
+    assert len(first) == 1
+    (saved, a), (_, b) = first[0], second[0]
+    assert a.to_json() == b.to_json()  # identical on a second run
+    assert a.slack_min == saved.slack_min and a.violations == saved.violations and a.significant
+
+
+def test_planned_entries_run_the_pinned_claim(claim):
+    assert corpus.plans(claim) == []
+    ce = hunt(claim, examples=100, seed=0).counterexample
+    corpus.save(claim, ce)
+    [(params, seed, reps, definition)] = corpus.plans(claim)
+    assert params == ce.params and seed == ce.seed and reps == ce.replicates
+    assert json.loads(definition)["inputs"]["points"] == ce.points
+
+
+def test_malformed_corpus_names_the_file(claim):
+    path = corpus.corpus_path(claim)
+    path.parent.mkdir()
+    path.write_text('{"claim": "other/x/y", "entries": []}')
+    with pytest.raises(ValueError, match=r"structured.json: malformed corpus .*other/x/y"):
+        corpus.load(claim)
