@@ -15,7 +15,6 @@ import sys
 import traceback
 from pathlib import Path
 
-from .claims import load_claims, result_label_warnings
 from .errors import LemmacheckError
 from .registry import INPUTS, NETWORKS, QUANTITIES, describe
 
@@ -29,6 +28,9 @@ def _err(text: str) -> None:
 
 
 def _load(paths: list[str]):
+    # Claims (and with them torch and sympy) load only when a command needs them: `--help` stays cheap.
+    from .claims import load_claims, result_label_warnings
+
     claims, errors = load_claims(paths or ["claims"])
     for e in errors:
         _err(f"error: {e}")
@@ -67,6 +69,8 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def _find_claim(claim_id: str, roots: list[str]):
+    from .claims import load_claims
+
     claims, _ = load_claims(roots)
     for c in claims:
         if c.id == claim_id:

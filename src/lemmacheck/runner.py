@@ -260,15 +260,13 @@ def make_executor(workers: int) -> Executor:
 
 
 def versions() -> dict[str, str]:
-    import hypothesis
-    import scipy
-    import sympy
+    from importlib.metadata import version  # not `import hypothesis`: a repro would pay ~1 s to import it
 
     from . import __version__
 
     out = {"lemmacheck": __version__, "python": platform.python_version(), "torch": torch.__version__,
-           "numpy": np.__version__, "scipy": scipy.__version__, "sympy": sympy.__version__,
-           "hypothesis": hypothesis.__version__}
+           "numpy": np.__version__, "scipy": version("scipy"), "sympy": version("sympy"),
+           "hypothesis": version("hypothesis")}
     commit = _source_commit()
     if commit:
         out["lemmacheck_commit"] = commit
