@@ -185,6 +185,10 @@ def layer_gram_deviation(kind: str, ctx: Context) -> Observation:
         extras["b_deviation"] = db
         if ctx.arg("include_b", False):
             value = torch.maximum(value, db)
+        if ctx.arg("which", "K") == "b":  # Theorem D.1 (10) alone
+            value = db
+    elif ctx.arg("which", "K") == "b":
+        raise EstimatorError("which = 'b' (Theorem D.1 (10)) needs a residual architecture: FC has b = 0 and no b-recursion")
     if ctx.arg("normalise", "none") == "sqrt-m":
         value = value * math.sqrt(dn.m)
     return Observation(value, valid=_ok(dn, R), extras=extras, method=f"{method}; {kmethod}")
@@ -301,13 +305,33 @@ def _c_sigma_c0(act: kernels.Activation, c0: float, grid: int = 201) -> float:
     return float(1.0 / vals.min())
 
 
+def _q_prime(kind: str, ctx: Context, dn: net.DuNet, c_w0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(c_{x,0}, k) with Q′(s) = k √n ‖y − u(s)‖ in Lemmas A.5/B.5/C.5 (per replicate):
+      FC   k = 2 c_{x,0} c_x^H, c_x = max{2√c_σ L c_{w,0}, 1}, c_{x,0} = 2 (Lemma A.1);
+      Res  statement: k = 2 c_{x,0} c_{w,0} L e^{2 c_{x,0} c_{w,0} L} / H;  proof: k = 2 c_λ c_{x,0} L e^{2 c_λ c_{w,0} L} / H,
+           c_{x,0} = 2 e^{c_λ c_{w,0} L} (B.1's proof);
+      CNN  k = 2 c_λ c_{x,0} L √(pq) e^{2 c_λ c_{w,0} L √q} / H, c_{x,0} from C.1's proof."""
+    Lip, cl, H = dn.act.lipschitz, dn.c_lambda, dn.H
+    if kind == "fc":
+        c_x0 = torch.full_like(c_w0, 2.0)
+        cx = torch.clamp(2 * math.sqrt(dn.c_sigma) * Lip * c_w0, min=1.0)
+        return c_x0, 2 * c_x0 * cx ** H
+    if kind == "resnet":
+        c_x0 = 2 * torch.exp(cl * c_w0 * Lip)
+        if ctx.arg("version", "proof") == "statement":
+            return c_x0, 2 * c_x0 * c_w0 * Lip * torch.exp(2 * c_x0 * c_w0 * Lip) / H
+        return c_x0, 2 * cl * c_x0 * Lip * torch.exp(2 * cl * c_w0 * Lip) / H
+    p, q = ctx.i("p"), dn.q
+    csp = _c_sigma_c0(dn.act, 1 / math.sqrt(p))
+    c_x0 = torch.maximum(math.sqrt(q) * Lip * math.sqrt(dn.c_sigma) * c_w0,
+                         torch.full_like(c_w0, math.sqrt(2 * csp / dn.c_sigma))) \
+        * torch.exp(math.sqrt(q) * cl * c_w0 * Lip)
+    return c_x0, 2 * cl * c_x0 * Lip * math.sqrt(p * q) * torch.exp(2 * cl * c_w0 * Lip * math.sqrt(q)) / H
+
+
 def gradient_norm_ratio(kind: str, ctx: Context) -> Observation:
-    """Lemmas A.5/B.5/C.5 at s = 0: max_h ‖∂L/∂W^{(h)}(0)‖_F / Q′(0) (so ‖W(1) − W(0)‖_F ≤ η Q′(0) ⟺ ratio ≤ 1).
-      FC   Q′ = 2 c_{x,0} c_x^H √n ‖y − u‖, c_x = max{2√c_σ L c_{w,0}, 1}, c_{x,0} = 2 (Lemma A.1);
-      Res  statement: Q′ = 2 c_{x,0} c_{w,0} L e^{2 c_{x,0} c_{w,0} L} √n ‖y − u‖ / H;
-           proof:     Q′ = 2 c_λ c_{x,0} L e^{2 c_λ c_{w,0} L} √n ‖y − u‖ / H, c_{x,0} = 2 e^{c_λ c_{w,0} L} (B.1);
-      CNN  Q′ = 2 c_λ c_{x,0} L √(pq) e^{2 c_λ c_{w,0} L √q} √n ‖y − u‖ / H, c_{x,0} from C.1's proof.
-    c_{w,0} is the sample's ĉ_{w,0}; valid when the norm hypothesis 1/c_{x,0} ≤ ‖x^{(h)}(0)‖ ≤ c_{x,0} holds."""
+    """Lemmas A.5/B.5/C.5 at s = 0: max_h ‖∂L/∂W^{(h)}(0)‖_F / Q′(0) (so ‖W(1) − W(0)‖_F ≤ η Q′(0) ⟺ ratio ≤ 1), Q′ as in
+    `_q_prime` with the sample's ĉ_{w,0}; valid when the norm hypothesis 1/c_{x,0} ≤ ‖x^{(h)}(0)‖ ≤ c_{x,0} holds."""
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
@@ -315,26 +339,9 @@ def gradient_norm_ratio(kind: str, ctx: Context) -> Observation:
     grads, fwd, _ = net.loss_gradients(dn, Ws, a, X, y)
     per = torch.stack([g.flatten(1).norm(dim=1) for g in grads], -1)
     n = X.shape[1]
-    resid = math.sqrt(n) * (y - fwd.out).norm(dim=-1)
     c_w0 = _c_w0(Ws, dn.m)
-    Lip, cl, H = dn.act.lipschitz, dn.c_lambda, dn.H
-    if kind == "fc":
-        c_x0 = torch.full_like(c_w0, 2.0)
-        cx = torch.clamp(2 * math.sqrt(dn.c_sigma) * Lip * c_w0, min=1.0)
-        Q = 2 * c_x0 * cx ** H * resid
-    elif kind == "resnet":
-        c_x0 = 2 * torch.exp(cl * c_w0 * Lip)
-        if ctx.arg("version", "proof") == "statement":
-            Q = 2 * c_x0 * c_w0 * Lip * torch.exp(2 * c_x0 * c_w0 * Lip) * resid / H
-        else:
-            Q = 2 * cl * c_x0 * Lip * torch.exp(2 * cl * c_w0 * Lip) * resid / H
-    else:
-        p, q = ctx.i("p"), dn.q
-        csp = _c_sigma_c0(dn.act, 1 / math.sqrt(p))
-        c_x0 = torch.maximum(math.sqrt(q) * Lip * math.sqrt(dn.c_sigma) * c_w0,
-                             torch.full_like(c_w0, math.sqrt(2 * csp / dn.c_sigma))) \
-            * torch.exp(math.sqrt(q) * cl * c_w0 * Lip)
-        Q = 2 * cl * c_x0 * Lip * math.sqrt(p * q) * torch.exp(2 * cl * c_w0 * Lip * math.sqrt(q)) * resid / H
+    c_x0, coef = _q_prime(kind, ctx, dn, c_w0)
+    Q = coef * math.sqrt(n) * (y - fwd.out).norm(dim=-1)
     norms = fwd.norms()
     valid = _ok(dn, X.shape[0], (norms.amax(dim=(-1, -2)) <= c_x0) & (norms.amin(dim=(-1, -2)) >= 1 / c_x0))
     return Observation(per.amax(-1) / Q, valid=valid, extras={"c_w0": c_w0, "c_x0": c_x0},
@@ -355,11 +362,14 @@ def _step_size(ctx: Context, kind: str, dn: net.DuNet, lam0: torch.Tensor, G0: t
     return kappa * lam0 * dn.H ** 2 / n ** 2
 
 
-def _trajectory(kind: str, ctx: Context, track_movement: bool = False):
+def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: list | None = None):
+    """GD from a fresh initialisation; `c_w0`, when a list, receives the sample's ĉ_{w,0} of W(0)."""
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     K, ok, kmethod = _kernels(ctx, dn, X)
     Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    if c_w0 is not None:
+        c_w0.append(_c_w0(Ws, dn.m))
     y = _labels(ctx, X.shape[1])
     with torch.no_grad():
         fwd = net.forward(dn, Ws, a, X)
@@ -404,6 +414,28 @@ def gd_weight_movement(kind: str, ctx: Context) -> Observation:
     if ctx.arg("normalise", "none") == "sqrt-m":
         value = value / math.sqrt(dn.m)
     return Observation(value, valid=ok, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+
+
+def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
+    """Lemmas A.5/B.5/C.5 along GD: args.which = "movement": max_{s ≤ T, h} ‖W^{(h)}(s) − W^{(h)}(0)‖_F / (R′√m) with
+    R′√m = 4 Q′(0)/λ₀ (the printed R′: 8 c_{x,0} c_x^H √n ‖y − u(0)‖/(λ₀√m) for FC, etc.); "step": max_{s, h}
+    ‖W^{(h)}(s) − W^{(h)}(s−1)‖_F / (η Q′(s−1)). Q′ from `_q_prime` (args.version for B.5). Valid under Condition 6.1 along
+    the run (the lemmas' hypothesis) and the sample's Assumption."""
+    cw: list[torch.Tensor] = []
+    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True, c_w0=cw)
+    _c_x0, coef = _q_prime(kind, ctx, dn, cw[0])
+    n = tr.du.shape[-1]
+    Q = coef.unsqueeze(-1) * math.sqrt(n) * tr.residual_norm  # (R, T+1): Q′(s)
+    which = ctx.arg("which", "movement")
+    if which == "movement":
+        value = tr.movement.amax(dim=(-1, -2)) / (4 * Q[:, 0] / K.lambda0)
+    elif which == "step":
+        value = (tr.step.amax(-1) / (eta.unsqueeze(-1) * Q[:, :-1])).amax(-1)
+    else:
+        raise EstimatorError(f"which = '{which}': expected 'movement' or 'step'")
+    valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
+    return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0, "c_w0": cw[0]},
+                       method=f"{method}; exact SVD for c_w0")
 
 
 def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:
@@ -460,6 +492,9 @@ ESTIMATORS: tuple[tuple[str, str, Callable[[str, Context], Observation]], ...] =
      "(Theorems 3.1/4.1/5.1)"), gd_loss_ratio),
     ("gd-weight-movement", ("max over k <= T, h of ||W^(h)(k) - W^(h)(0)||_F along GD (section 6 lazy-training "
      "claim; args.normalise = 'sqrt-m')"), gd_weight_movement),
+    ("gd-movement-bound-ratio", ("Lemmas A.5/B.5/C.5 along GD: max ||W^(h)(s) - W^(h)(0)||_F / (R' sqrt(m)) (args.which "
+     "'movement') or max ||W^(h)(s) - W^(h)(s-1)||_F / (eta Q'(s-1)) ('step'), valid under Condition 6.1"),
+     gd_movement_bound_ratio),
     ("gd-second-order-ratio", ("max over k of ||I_2(k)|| / (eta lambda_0 ||y - u(k)||) along GD, valid under "
      "Condition 6.1 (Lemmas A.6/B.6/C.6: <= 1/8)"), gd_second_order_ratio),
     ("gd-quadratic-term-ratio", ("max over k of ||u(k+1) - u(k)||^2 / (eta lambda_0 ||y - u(k)||^2) along GD, "
