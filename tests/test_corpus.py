@@ -53,3 +53,21 @@ def test_malformed_corpus_names_the_file(claim):
     path.write_text('{"claim": "other/x/y", "entries": []}')
     with pytest.raises(ValueError, match=r"structured.json: malformed corpus .*other/x/y"):
         corpus.load(claim)
+
+
+def test_every_run_replays_the_corpus_first(claim, tmp_path):
+    from lemmacheck.runner import InProcessExecutor, evaluate, run_claims
+    from lemmacheck.store import Store
+
+    store = Store(tmp_path / "r.db")
+    before = evaluate(store, run_claims([claim], store, executor=InProcessExecutor()), [claim])[0]
+    assert before.verdict == "holds"  # the quick profile's iid datasets never break it
+    ce = hunt(claim, examples=100, seed=0).counterexample
+    corpus.save(claim, ce)
+    results = [evaluate(store, run_claims([claim], store, seed=s, executor=InProcessExecutor()), [claim])[0]
+               for s in (0, 1)]
+    for res in results:
+        assert res.verdict == "violated"
+        first = res.configs[0]  # the corpus entry, planned before the profile's configurations
+        assert first.params == ce.params and first.seed == ce.seed and first.violations == ce.violations
+        assert first.slack_min == ce.slack_min  # the same draws whatever the run's seed

@@ -6,6 +6,7 @@ claims the hunt reports nothing. All of it is seeded: the outcomes below are exa
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -122,3 +123,17 @@ def test_hunts_are_deterministic(planted):
     a = hunt(planted["structured"], examples=40, seed=3)
     b = hunt(planted["structured"], examples=40, seed=3)
     assert [p.to_json() for p in a.probes] == [p.to_json() for p in b.probes]
+
+
+def test_full_profile_runs_a_bounded_hunt(planted):
+    from lemmacheck.runner import plan
+
+    claim = planted["structured"]
+    raw = copy.deepcopy(claim.raw)
+    raw["profiles"]["full"] = {"replicates": 20, "shard_size": 20, "grid": {"n": [5, 6]}, "hunt": 30}
+    hunted = parse_claim(raw, claim.source)
+    first, *rest = plan(hunted, "full", 0)
+    assert first.params == {"d": 2, "n": 2} and first.replicates == 20
+    assert json.loads(first.definition)["inputs"]["points"] == [[1.0, 0.0], [-1.0, 0.0]]
+    assert [p.params["n"] for p in rest] == [5, 6] and all(not p.definition for p in rest)
+    assert plan(claim, "full", 0)[0].definition == ""  # no hunt unless the profile asks for one

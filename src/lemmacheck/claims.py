@@ -40,7 +40,7 @@ _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
     "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic",
 }
-_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop"}
+_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class Profile:
     shard_size: int
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
     early_stop: bool = False  # stop a configuration once its anytime-valid interval excludes delta
+    hunt: int = 0  # examples of a bounded hunt (data, labels, parameters) whose worst case joins the configurations
 
 
 @dataclass(frozen=True)
@@ -253,13 +254,14 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     reps = raw.get("replicates", 64 if name == "quick" else 256)
     shard = raw.get("shard_size", min(reps, 32))
     explore = raw.get("explore", 0)
-    for k, v in (("replicates", reps), ("shard_size", shard), ("explore", explore)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "explore" else 1):
+    hunt = raw.get("hunt", 0)
+    for k, v in (("replicates", reps), ("shard_size", shard), ("explore", explore), ("hunt", hunt)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("explore", "hunt") else 1):
             raise ClaimError(path, f"{where}.{k}", f"expected a positive integer, got {v!r}")
     early = raw.get("early_stop", False)
     if not isinstance(early, bool):
         raise ClaimError(path, f"{where}.early_stop", f"expected true or false, got {early!r}")
-    return Profile(tuple(configs), reps, shard, explore, early)
+    return Profile(tuple(configs), reps, shard, explore, early, hunt)
 
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:

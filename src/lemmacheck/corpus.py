@@ -70,3 +70,15 @@ def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     definition is the claim pinned to the entry's dataset, labels and search, run as one shard."""
     return [(dict(e.params), e.seed, e.replicates, pinned(claim, e.points, e.labels, e.search or None).snapshot)
             for e in load(claim)]
+
+
+def hunted(claim: Claim, examples: int, seed: int, replicates: int = 8) -> list[tuple[dict[str, float], int, str]]:
+    """A profile's bounded hunt: (params, seed, pinned definition) of its counterexample, else of its
+    worst case (smallest slack), for the runner to run at the profile's replicates. [] when nothing was probed."""
+    from .hunt import hunt
+
+    res = hunt(claim, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples)
+    best = res.counterexample or res.worst()
+    if best is None:
+        return []
+    return [(dict(best.params), best.seed, pinned(claim, best.points, best.labels, best.search or None).snapshot)]

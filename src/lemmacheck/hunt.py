@@ -212,11 +212,12 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
 
 def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0, in_regime_only: bool = False,
          data: bool | None = None, labels: bool | None = None, search: str | None = None, confirm: int = 400,
-         adversary_steps: int = 0, max_probes: int | None = None) -> HuntResult:
+         adversary_steps: int = 0, max_probes: int | None = None, progress: Any = None) -> HuntResult:
     """Search the claim's parameters and (data/labels: None = whatever its quantity draws) datasets and labels;
     a perturbation-searching claim is hunted with the stronger search (ESCALATE) unless `search` is given.
     Probabilistic claims confirm a case with k > 0 on `confirm` replicates before calling it broken.
-    max_probes bounds the work (default 4 x examples): past it Hypothesis sees passing cases only."""
+    max_probes bounds the work (default 4 x examples): past it Hypothesis sees passing cases only.
+    `progress` (progress.Progress) advances once per case probed."""
     from hypothesis import HealthCheck, Phase, assume, given, settings, target
     from hypothesis import seed as hseed
     from hypothesis.errors import Unsatisfiable
@@ -255,6 +256,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
             seen[key] = p  # type: ignore[assignment]
             if p is not None:
                 result.probes.append(p)
+            if progress is not None:  # the CLI's progress.Progress: one step per case probed
+                progress.advance()
         return seen[key]
 
     @hseed(seed)

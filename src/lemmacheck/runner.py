@@ -45,6 +45,7 @@ class ConfigPlan:
     replicates: int
     shard_size: int
     early_stop: bool = False
+    definition: str = ""  # the claim as run, when not its own snapshot: a corpus entry's pinned claim
 
     @property
     def n_shards(self) -> int:
@@ -145,13 +146,21 @@ def explore_configs(claim: Claim, count: int, seed: int) -> list[dict[str, float
 
 
 def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
+    """The corpus's saved counterexamples first (each replayed with its recorded seed, as one shard), then the
+    full profile's bounded hunt (its worst case, pinned), then the profile's configurations."""
+    from . import corpus
+
     prof = claim.profiles[profile]
+    replayed = [ConfigPlan(p, s, r, r, False, definition) for p, s, r, definition in corpus.plans(claim)]
+    if prof.hunt:
+        replayed += [ConfigPlan(p, s, prof.replicates, prof.shard_size, False, definition)
+                     for p, s, definition in corpus.hunted(claim, prof.hunt, seed)]
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
     early = prof.early_stop and claim.mode == "probabilistic"
-    return [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size, early)
-            for c in cfgs]
+    return replayed + [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size,
+                                  early) for c in cfgs]
 
 
 def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
@@ -216,8 +225,8 @@ def _drain(ex: Executor, tasks: list[ShardTask], store: Store, run_id: int,
 
 
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
-    return ShardTask(str(claim.source), claim.snapshot, claim.id, j, k, p.params, shard_seed(p.seed, k),
-                     p.shard_replicates(k))
+    return ShardTask(str(claim.source), p.definition or claim.snapshot, claim.id, j, k, p.params,
+                     shard_seed(p.seed, k), p.shard_replicates(k))
 
 
 def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
