@@ -60,6 +60,8 @@ class Progress:
 
     def advance(self, n: int = 1) -> None:
         self.done += n
+        if self.done > self.total:  # an estimate ran over (a hunt probes as many cases as Hypothesis asks)
+            self.add_total(self.done - self.total)
         if self.mode == "bar":
             if self._bar is None:
                 self._open_bar()
