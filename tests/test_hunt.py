@@ -61,3 +61,24 @@ def test_hunt_targets_small_slack_when_nothing_fails(tmp_path):
     res = hunt(claim, examples=60, replicates=2, seed=0)
     assert res.counterexample is None
     assert res.worst().slack_min < 1.3  # targeting drives x k towards its maximum 10
+
+
+def test_cli_hunt_searches_data_and_saves_the_counterexample(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from lemmacheck.claims import load_extension
+    from lemmacheck.cli import main
+
+    planted = Path(__file__).parent / "planted"
+    load_extension(planted)
+    folder = tmp_path / "planted"
+    shutil.copytree(planted, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    rc = main(["hunt", "planted/fact-1/structured", "--claims", str(folder), "--examples", "60", "--save", "-q"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "over parameters, datasets" in out and "datasets tried:" in out
+    assert "dataset (cross-polytope (principal axes)): [[1.0, 0.0], [-1.0, 0.0]]" in out
+    assert (folder / "corpus" / "structured.json").is_file()
+    # A run of the claim now replays the saved counterexample first: violated.
+    assert main(["run", str(folder / "structured.toml"), "--db", str(tmp_path / "r.db"), "-q"]) == 1

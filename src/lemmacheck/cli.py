@@ -244,18 +244,45 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         # hunt() calls progress.advance() per probed case (when it takes the hook: the search is extended apart)
         hook = {"progress": prog} if "progress" in inspect.signature(hunt).parameters else {}
         res = hunt(claim, examples=a.examples, replicates=a.replicates, seed=a.seed, in_regime_only=a.in_regime,
-                   **hook)
-    print(f"{claim.id}: {len(res.probes)} configurations probed ({a.replicates} replicates each), targeted at "
+                   data=a.data, labels=a.labels, confirm=a.confirm, adversary_steps=a.adversary_steps, **hook)
+    tried = res.tried()
+    over = ", ".join(["parameters"] + (["datasets"] if res.data else []) + (["labels"] if res.labels else [])
+                     + ([f"perturbations ({res.search} search)"] if res.search not in ("", "none", "exact") else []))
+    print(f"{claim.id}: {tried['cases']} cases probed over {over} ({a.replicates} replicates each), targeted at "
           "the smallest slack. A search can refute a universal statement, never prove it.")
+    if tried["geometries"]:
+        print("  datasets tried: " + ", ".join(f"{g} {k}" for g, k in sorted(tried["geometries"].items())))
+    if res.labels:
+        print(f"  label patterns tried: {tried['label_patterns']}")
+    for note in res.notes:
+        print(f"  {note}")
     for p in sorted(res.probes, key=lambda p: p.slack_min)[:a.top]:
-        print(f"  slack {p.slack_min:9.4g}  violations {p.violations:3d}/{a.replicates}  "
-              f"{'in regime ' if p.in_regime else 'OUT of regime'}  {p.params}")
+        extra = f"  {p.geometry}" if p.geometry else ""
+        extra += f"  labels {_signs(p.labels)}" if p.labels else ""
+        print(f"  slack {p.slack_min:9.4g}  violations {p.violations:3d}/{p.replicates}  "
+              f"{'in regime ' if p.in_regime else 'OUT of regime'}  {p.params}{extra}")
     if res.counterexample:
         ce = res.counterexample
-        print(f"counterexample (shrunk by Hypothesis): {ce.params}")
-        print("  reproduce: " + repro_command(claim, ce.params, ce.seed, a.replicates, a.replicates))
+        print(f"counterexample (shrunk by Hypothesis, {ce.found_by}): {ce.params}")
+        if ce.points is not None:
+            print(f"  dataset ({ce.geometry}): {ce.points}")
+        if ce.labels is not None:
+            print(f"  labels: {_signs(ce.labels)}")
+        if a.save:
+            from .corpus import save
+
+            print(f"  saved to {save(claim, ce)}: every later run of the claim replays it first")
+        if ce.points is None and ce.labels is None and not ce.search:
+            print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates))
+        else:  # a pinned dataset/labels/search: the hunt itself (deterministic) or the corpus replays it
+            print(f"  reproduce: lemmacheck hunt {claim.id} --seed {a.seed} --examples {a.examples} "
+                  f"--replicates {a.replicates}" + ("" if a.save else " --save; then lemmacheck run <claim file>"))
         return 1
     return 0
+
+
+def _signs(labels: list[int]) -> str:
+    return "".join("+" if v > 0 else "-" for v in labels)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -333,6 +360,15 @@ def parser() -> argparse.ArgumentParser:
     hu.add_argument("--seed", type=int, default=0, help="search seed (default: 0)")
     hu.add_argument("--top", type=int, default=10, help="how many of the tightest configurations to list")
     hu.add_argument("--in-regime", action="store_true", help="only configurations meeting `requires`")
+    hu.add_argument("--data", action=argparse.BooleanOptionalAction, default=None,
+                    help="search datasets (default: when the claim's quantity draws unit-sphere inputs)")
+    hu.add_argument("--labels", action=argparse.BooleanOptionalAction, default=None,
+                    help="search label patterns (default: when the claim's quantity draws labels)")
+    hu.add_argument("--confirm", type=int, default=400,
+                    help="replicates that confirm a probabilistic violation is significant (default: 400)")
+    hu.add_argument("--adversary-steps", type=int, default=0,
+                    help="gradient steps moving the worst dataset on the sphere (differentiable quantities)")
+    hu.add_argument("--save", action="store_true", help="save a counterexample to the claim's corpus")
     hu.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives")
     hu.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     hu.set_defaults(fn=cmd_hunt)
