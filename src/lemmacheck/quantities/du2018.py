@@ -206,6 +206,17 @@ def lambda0(kind: str, ctx: Context) -> Observation:
             raise EstimatorError("normalise = 'depth' is for the residual architectures with H >= 2 "
                                  "(K^(H) carries s^2 = c_lambda^2 lambda^3 / H^2)")
         value = value * dn.H ** 2 / (dn.c_lambda ** 2 * dn.lam ** 3)
+    elif ctx.arg("normalise", "none") == "depth-printed":  # Proposition D.1's printed c_H = c_λ λ^{3/2} / H²
+        value = value * dn.H ** 2 / (dn.c_lambda * dn.lam ** 1.5)
+    elif ctx.arg("normalise", "none") == "iterations":
+        # §1.2: T(ε) = log(1/ε) / (η λ₀ / 2) at Theorem 4.1's η = λ₀ H² / n², over n² log(1/ε): 2 / (λ₀² H²)
+        value = 2 / (value ** 2 * dn.H ** 2)
+    elif ctx.arg("normalise", "none") == "width":
+        # §1.2: Theorem 4.1's width max{n⁴/(λ₀⁴H⁶), n²/(λ₀²H²), n/δ, n² log(Hn²/δ)/λ₀²} over the claimed n⁴ H²
+        n, H, delta = X.shape[1], dn.H, float(ctx.p("delta", 0.1))
+        terms = torch.stack([n ** 4 / (value ** 4 * H ** 6), n ** 2 / (value ** 2 * H ** 2),
+                             torch.full_like(value, n / delta), n ** 2 * math.log(H * n ** 2 / delta) / value ** 2], -1)
+        value = terms.amax(-1) / (n ** 4 * H ** 2)
     extras = {"quadrature_change": torch.full_like(value, K.quadrature_change)}
     if dn.lam is not None:
         extras["lambda"] = dn.lam
@@ -519,3 +530,339 @@ def _bind(fn: Callable[[str, Context], Observation]) -> Callable[[Context], Obse
 
 for _name, _description, _fn in ESTIMATORS:
     QUANTITIES.register(f"du2018-{_name}", _description, networks=tuple(KINDS))(_bind(_fn))
+
+
+# ----------------------------------------------------------------------------- more du2018 estimators (issue 13)
+
+def init_residual(kind: str, ctx: Context) -> Observation:
+    """‖y − u(0)‖₂ / √n at initialisation ("‖y − u(0)‖₂ = O(√n)", used in Lemmas A.6/B.6/C.6)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    with torch.no_grad():
+        out = net.forward(dn, Ws, a, X).out
+    return Observation((y - out).norm(dim=-1) / math.sqrt(X.shape[1]), valid=_ok(dn, X.shape[0]),
+                       method="full forward pass")
+
+
+def data_lambda_value(kind: str, ctx: Context) -> Observation:
+    """λ of Assumption 4.1/5.1 of each dataset (min over i ≠ j of the 2×2 / 2p×2p blocks of K^{(0)}); extras: the
+    closed form 1 − max_{i≠j} |⟨x_i, x_j⟩| (FC/ResNet) and its absolute difference from λ."""
+    X = _data(ctx, kind)
+    q = ctx.i("q", 3) if kind == "cnn" else 1
+    lam = net.data_lambda(X, q)
+    extras = {}
+    if kind != "cnn":
+        G = X[..., 0] @ X[..., 0].transpose(-1, -2)
+        off = (G - torch.diag_embed(torch.diagonal(G, dim1=-2, dim2=-1))).abs().amax(dim=(-1, -2))
+        extras = {"closed_form": 1 - off, "closed_form_error": (lam - (1 - off)).abs()}
+    return Observation(lam, extras=extras, method="eigenvalues of the 2x2 blocks (closed form)")
+
+
+def kernel_block_lambda_ratio(kind: str, ctx: Context) -> Observation:
+    """Lemma D.1: min over h = 2..H of λ_min of the 2-blocks of 𝒲(K^{(h−1)}) (the covariance of layer h's
+    pre-activations; 𝒲 is the identity here) over λ(K^{(0)}) = min_{i≠j} λ_min(Σ_ij(K^{(0)})); ≥ 1 is the lemma (Theorem
+    D.1's λ is the min over h ∈ [H], whose h = 1 term is λ(K^{(0)}) itself)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    base = 1 if ctx.arg("base", "K0") == "K1" else 0  # "K1": only the layers whose a^{(h)} is the identity (h >= 2)
+    if dn.H < base + 2:
+        raise EstimatorError(f"Lemma D.1 compares later layers with base layer {base}: need H >= {base + 2}")
+    K, _ok_k, kmethod = _kernels(ctx, dn, X)
+    n, p = X.shape[1], X.shape[3]
+    lam = [kernels.block_lambda_min(C, n, p) for C in K.cov]
+    value = torch.stack(lam[base + 1:], -1).amin(-1) / lam[base]
+    return Observation(value, valid=_ok(dn, X.shape[0]), extras={"lambda_K0": lam[0]}, method=kmethod)
+
+
+def kernel_max_entry(kind: str, ctx: Context) -> Observation:
+    """Remark D.4: max over h and entries of |𝒲(K^{(h−1)})| (M/100) and, for residual nets, of |b^{(h)}| (B/100, in
+    extras and in the value when args.include_b): O(1) in the depth for ResNet/CNN."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, _ok_k, kmethod = _kernels(ctx, dn, X)
+    value = torch.stack([C.abs().amax(dim=(-1, -2)) for C in K.cov], -1).amax(-1)
+    extras = {}
+    if dn.residual:
+        bmax = torch.stack([b.abs().amax(-1) for b in K.b[1:] if b is not None], -1).amax(-1)
+        extras["b_max"] = bmax
+        if ctx.arg("include_b", False):
+            value = torch.maximum(value, bmax)
+    return Observation(value, valid=_ok(dn, X.shape[0]), extras=extras, method=kmethod)
+
+
+def one_step_descent_ratio(kind: str, ctx: Context) -> Observation:
+    """Section 6, eq. (7) and after: one GD step from initialisation; (y − u)ᵀ I_1 / (η λ_min(G^{(H)}) ‖y − u‖²) ≥ 1
+    (I_1 = −η G (u − y), G = Σ_h G^{(h)} ⪰ G^{(H)}: the printed chain read with the factor η). extras: λ_min(G − G^{(H)}) ≥ 0
+    up to rounding, and the relative error of I_1 + I_2 = u(1) − u(0) (I_2 := Δu − I_1, so eq. (7)'s split is exact)."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    K, ok, kmethod = _kernels(ctx, dn, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    with torch.no_grad():
+        fwd = net.forward(dn, Ws, a, X)
+        Gs = net.grams(fwd, net.backward(dn, Ws, a, fwd))
+        G, GH = sum(Gs), Gs[-1]
+        eta = _step_size(ctx, kind, dn, K.lambda0, G)
+        r = y - fwd.out
+        i1 = eta[:, None] * (G @ r.unsqueeze(-1)).squeeze(-1)  # −η G (u − y) = η G (y − u)
+        value = (r * i1).sum(-1) / (eta * kernels.lambda_min(GH) * (r * r).sum(-1))
+        gap = kernels.lambda_min(G - GH) / kernels.lambda_min(G).abs().clamp_min(1e-300)
+    return Observation(value, valid=ok, extras={"lambda_min_G_minus_GH_rel": gap, "eta": eta},
+                       method=f"closed-form layer Grams; {kmethod}")
+
+
+def gradient_autograd_error(kind: str, ctx: Context) -> Observation:
+    """Appendix A/B/C gradient and Gram closed forms against autograd: max relative error of ∂L/∂W^{(h)} (args.which
+    "gradient") or of G^{(H)}_{ij} = ⟨∂u_i/∂W^{(H)}, ∂u_j/∂W^{(H)}⟩ from per-example autograd gradients ("gram")."""
+    X = _data(ctx, kind)
+    dn = _net(ctx, kind, X)
+    Ws, a = net.init(ctx.generator, ctx.replicates, dn, X.shape[2], ctx.dtype)
+    y = _labels(ctx, X.shape[1])
+    Wg = [W.clone().requires_grad_(True) for W in Ws]
+    fwd = net.forward(dn, Wg, a, X)
+    which = ctx.arg("which", "gradient")
+    if which == "gradient":
+        auto = torch.autograd.grad(net.loss(fwd.out, y).sum(), Wg)
+        with torch.no_grad():
+            closed, _, _ = net.loss_gradients(dn, Ws, a, X, y)
+        err = torch.stack([(c - g).flatten(1).norm(dim=1) / g.flatten(1).norm(dim=1) for c, g in zip(closed, auto)], -1)
+        value = err.amax(-1)
+    elif which == "gram":
+        rows = [torch.autograd.grad(fwd.out[:, i].sum(), Wg[-1], retain_graph=True)[0].flatten(1)
+                for i in range(X.shape[1])]
+        J = torch.stack(rows, 1)  # (R, n, params of W^(H))
+        auto_G = J @ J.transpose(-1, -2)
+        with torch.no_grad():
+            closed_G = net.last_layer_gram(dn, Ws, a, X)
+        value = (closed_G - auto_G).abs().amax(dim=(-1, -2)) / auto_G.abs().amax(dim=(-1, -2))
+    else:
+        raise EstimatorError(f"which = '{which}': expected 'gradient' or 'gram'")
+    return Observation(value.detach(), valid=_ok(dn, X.shape[0]), method="torch.autograd (float64) vs closed form")
+
+
+for _name, _description, _fn in (
+    ("init-residual", "||y - u(0)|| / sqrt(n) at initialisation ('||y - u(0)|| = O(sqrt n)')", init_residual),
+    ("data-lambda", "lambda of Assumption 4.1/5.1 of each dataset (closed form 1 - max |<x_i, x_j>| in extras)",
+     data_lambda_value),
+    ("kernel-block-lambda-ratio", ("Lemma D.1: min over h >= 2 of the 2-block lambda_min of W(K^(h-1)) over "
+     "lambda(K^(0)) (>= 1)"), kernel_block_lambda_ratio),
+    ("kernel-max-entry", "Remark D.4: max over h of |W(K^(h-1))| entries (M / 100); b in extras", kernel_max_entry),
+    ("one-step-descent-ratio", ("section 6 / eq. (7): (y - u)^T I_1 / (eta lambda_min(G^(H)) ||y - u||^2) for one GD "
+     "step (>= 1)"), one_step_descent_ratio),
+    ("gradient-autograd-error", ("max relative error of the closed-form dL/dW^(h) (args.which 'gradient') or "
+     "G^(H) ('gram') against torch.autograd"), gradient_autograd_error),
+):
+    QUANTITIES.register(f"du2018-{_name}", _description, networks=tuple(KINDS))(_bind(_fn))
+
+
+# ------------------------------------------------------------ setting-free du2018 lemmas (network "scalar")
+
+def _spd2(ctx: Context, R: int, lo: float, hi: float) -> torch.Tensor:
+    """R random symmetric positive definite 2×2 matrices, eigenvalues log-uniform on [lo, hi], random rotation."""
+    g = ctx.generator
+    ev = torch.exp(math.log(lo) + torch.rand(R, 2, generator=g, dtype=torch.float64) * (math.log(hi) - math.log(lo)))
+    th = torch.rand(R, generator=g, dtype=torch.float64) * math.pi
+    Qm = torch.stack([torch.stack([th.cos(), -th.sin()], -1), torch.stack([th.sin(), th.cos()], -1)], -2)
+    return Qm @ torch.diag_embed(ev) @ Qm.transpose(-1, -2)
+
+
+def _pair_F(act: kernels.Activation, S: torch.Tensor, Q: int = 96) -> torch.Tensor:
+    """F(S) = E_{(u,v)~N(0,S)} ρ(u)ρ(v) by 2-D Gauss–Hermite (Lemmas E.2/E.3)."""
+    return kernels.expect_2d(act.f, act.f, S[..., 0, 0], S[..., 1, 1], S[..., 0, 1], Q)
+
+
+def _sqrtm(S: torch.Tensor) -> torch.Tensor:
+    ev, V = torch.linalg.eigh(S)
+    return V @ torch.diag_embed(ev.clamp_min(0).sqrt()) @ V.transpose(-1, -2)
+
+
+@QUANTITIES.register("du2018-pair-expectation-lipschitz", (
+    "Lemmas E.2/E.3: |F(A^2) - F(B^2)| / (10 L max{||A||,||B||} ||A - B||) (args.form 'e2'), |F(A) - F(B)| / ((40 L / "
+    "sqrt(lambda)) sqrt(max ||.||) ||A - B||_inf) ('e3'), ||sqrt A - sqrt B|| / ((2/sqrt(lambda)) ||A - B||) ('sqrt'); "
+    "F(S) = E rho(u) rho(v), (u, v) ~ N(0, S)"), networks=("scalar",))
+def pair_expectation_lipschitz(ctx: Context) -> Observation:
+    """Random SPD pairs at scales 1e-3..1e2, small and large perturbations (half of the draws perturb by ~1e-4 of the
+    scale, half by O(1)); ρ = args.activation (default softplus, whose Lipschitz and smoothness constants ≤ L = 1)."""
+    R = ctx.replicates
+    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    Lc = max(act.lipschitz, act.smoothness)  # "Lipschitz and smoothness constants bounded by L"
+    form = ctx.arg("form", "e2")
+    A = _spd2(ctx, R, 1e-3, 1e2)
+    small = torch.rand(R, generator=ctx.generator, dtype=torch.float64) < 0.5
+    D = _spd2(ctx, R, 1e-3, 1e2) * torch.where(small, 1e-4, 1.0).reshape(-1, 1, 1)
+    sign = torch.where(torch.rand(R, generator=ctx.generator, dtype=torch.float64) < 0.5, -1.0, 1.0).reshape(-1, 1, 1)
+    B = A + sign * D
+    ok = torch.linalg.eigvalsh(B)[..., 0] > 0
+    B = torch.where(ok.reshape(-1, 1, 1), B, A + D)  # keep B ≻ 0
+    nA, nB = (torch.linalg.matrix_norm(M, ord=2) for M in (A, B))
+    if form == "e2":  # A, B are the square roots: covariances A², B²
+        lhs = (_pair_F(act, A @ A) - _pair_F(act, B @ B)).abs()
+        rhs = 10 * Lc * torch.maximum(nA, nB) * torch.linalg.matrix_norm(A - B, ord=2)
+    elif form in ("e3", "sqrt"):
+        lam = torch.minimum(torch.linalg.eigvalsh(A)[..., 0], torch.linalg.eigvalsh(B)[..., 0])
+        if form == "e3":
+            lhs = (_pair_F(act, A) - _pair_F(act, B)).abs()
+            rhs = 40 * Lc / lam.sqrt() * torch.maximum(nA, nB).sqrt() * (A - B).abs().amax(dim=(-1, -2))
+        else:
+            lhs = torch.linalg.matrix_norm(_sqrtm(A) - _sqrtm(B), ord=2)
+            rhs = 2 / lam.sqrt() * torch.linalg.matrix_norm(A - B, ord=2)
+    else:
+        raise EstimatorError(f"form = '{form}': expected 'e2', 'e3' or 'sqrt'")
+    return Observation(lhs / rhs, extras={"scale": torch.maximum(nA, nB)},
+                       method="2-D Gauss-Hermite (96 nodes) for F; eigh for square roots")
+
+
+@QUANTITIES.register("du2018-product-perturbation-ratio", (
+    "Lemma E.1: ||prod A_i - prod B_i||_F / ((sum alpha_i) prod M_i), M_i = max(||A_i||_2, ||B_i||_2), alpha_i = "
+    "||A_i - B_i||_F / M_i, over random conformable chains (random and rank-one aligned perturbations)"),
+    networks=("scalar",))
+def product_perturbation_ratio(ctx: Context) -> Observation:
+    """Chains of k = args-free random length in [1, 8] (params k), dimensions in [1, 16]; half the perturbations are
+    rank one along the top singular pair of A_i (where ‖XY‖_F ≤ ‖X‖₂‖Y‖_F is tightest)."""
+    R, k, dmax = ctx.replicates, ctx.i("k"), ctx.i("dmax", 16)
+    g = ctx.generator
+    dims = torch.randint(1, dmax + 1, (k + 1,), generator=g).tolist()
+    PA = PB = None
+    alpha_sum = torch.zeros(R, dtype=torch.float64)
+    Mprod = torch.ones(R, dtype=torch.float64)
+    scale = torch.exp(torch.randn(R, k, generator=g, dtype=torch.float64) * 2)  # perturbation sizes over 4 decades
+    for i in range(k):
+        A = torch.randn(R, dims[i], dims[i + 1], generator=g, dtype=torch.float64)
+        U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+        rank_one = U[..., :, :1] @ Vh[..., :1, :] * S[..., :1].unsqueeze(-1)
+        E = torch.where(torch.rand(R, 1, 1, generator=g, dtype=torch.float64) < 0.5, rank_one,
+                        torch.randn(R, dims[i], dims[i + 1], generator=g, dtype=torch.float64))
+        B = A + E / torch.linalg.matrix_norm(E).reshape(-1, 1, 1) * (0.1 * scale[:, i] * S[..., 0]).reshape(-1, 1, 1)
+        M = torch.maximum(torch.linalg.matrix_norm(A, ord=2), torch.linalg.matrix_norm(B, ord=2))
+        alpha_sum = alpha_sum + torch.linalg.matrix_norm(A - B) / M
+        Mprod = Mprod * M
+        PA = A if PA is None else PA @ A
+        PB = B if PB is None else PB @ B
+    value = torch.linalg.matrix_norm(PA - PB) / (alpha_sum * Mprod)
+    return Observation(value, method="exact SVD norms")
+
+
+@QUANTITIES.register("du2018-tensor-power-conditioning", (
+    "Lemma D.3: lambda_min / lambda_max of the Gram matrix of vec(v_i^{(x) n}) (entries <v_i, v_j>^n) for n unit, "
+    "non-parallel v_i in R^d; rank n iff > 0"), networks=("scalar",))
+def tensor_power_conditioning(ctx: Context) -> Observation:
+    """⟨vec(v^{⊗n}), vec(w^{⊗n})⟩ = ⟨v, w⟩ⁿ, so the Gram matrix of the d^n × n matrix is [(v_iᵀv_j)ⁿ] and its rank is the
+    matrix's rank, without forming d^n entries. Points: random unit vectors, with a pair at angle args-free 1e-2..0.3."""
+    R, n, d = ctx.replicates, ctx.i("n"), ctx.i("d")
+    V = torch.randn(R, n, d, generator=ctx.generator, dtype=torch.float64)
+    V = V / V.norm(dim=-1, keepdim=True)
+    G = (V @ V.transpose(-1, -2)) ** n
+    ev = torch.linalg.eigvalsh(G)
+    offd = (V @ V.transpose(-1, -2)).abs() - torch.eye(n, dtype=torch.float64)
+    return Observation(ev[..., 0] / ev[..., -1], extras={"max_abs_cos": offd.amax(dim=(-1, -2))},
+                       method="Gram of tensor powers, eigvalsh (float64)")
+
+
+@QUANTITIES.register("du2018-activation-constants", (
+    "Section 2: max of sup|sigma'|, sup|sigma''| and the secant slopes |sigma(a) - sigma(b)|/|a - b|, |sigma'(a) - "
+    "sigma'(b)|/|a - b| of softplus over random points (scales 1e-3..700, exact 0); 'bounded by 1' is <= 1"),
+    networks=("scalar",))
+def activation_constants(ctx: Context) -> Observation:
+    R = ctx.replicates
+    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    g = ctx.generator
+    scale = torch.exp(torch.rand(R, 1, generator=g, dtype=torch.float64) * math.log(7e5)) * 1e-3
+    z = torch.randn(R, 64, generator=g, dtype=torch.float64) * scale
+    z[:, 0] = 0.0
+    w = z + torch.randn(R, 64, generator=g, dtype=torch.float64) * scale * 1e-3
+    slope1 = ((act.f(z) - act.f(w)) / (z - w)).abs()
+    slope2 = ((act.df(z) - act.df(w)) / (z - w)).abs()
+    parts = torch.stack([act.df(z).abs().amax(-1), act.d2f(z).abs().amax(-1), slope1.amax(-1), slope2.amax(-1)], -1)
+    return Observation(parts.amax(-1), extras={"sup_d2": parts[:, 1]}, method="closed-form derivatives")
+
+
+@QUANTITIES.register("du2018-patch-norm-ratio", (
+    "Section 2.2: ||phi(x)||_F / ||x||_F (args.side 'lower': >= 1) or ||phi(x)||_F / (sqrt(q) ||x||_F) ('upper': <= 1) "
+    "for random images with mass on interior or boundary pixels"), networks=("scalar",))
+def patch_norm_ratio(ctx: Context) -> Observation:
+    R, C, p, q = ctx.replicates, ctx.i("C"), ctx.i("p"), ctx.i("q")
+    g = ctx.generator
+    x = torch.randn(R, C, p, generator=g, dtype=torch.float64)
+    mode = torch.randint(0, 3, (R, 1, 1), generator=g)  # 0: spread, 1: boundary pixels only, 2: interior only
+    pix = torch.arange(p).reshape(1, 1, p)
+    r = (q - 1) // 2
+    boundary = (pix < r) | (pix >= p - r)
+    x = torch.where((mode == 1) & ~boundary, 0.0, x)
+    x = torch.where((mode == 2) & boundary & (p > 2 * r), 0.0, x)
+    ratio = net.patches(x, q).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1)
+    side = ctx.arg("side", "upper")
+    value = ratio if side == "lower" else ratio / math.sqrt(q)
+    return Observation(value, method="explicit patch operator")
+
+
+@QUANTITIES.register("du2018-weyl-ratio", (
+    "Section 6: lambda_min(K + E) / lambda_0 for PSD K (lambda_0 = lambda_min(K)) and symmetric ||E||_2 <= lambda_0/4 "
+    "(args.part 'init': >= 3/4); 'along': two perturbations of norm <= lambda_0/4 each (>= 1/2); random and worst "
+    "(-lambda_0/4 v v^T) directions"), networks=("scalar",))
+def weyl_ratio(ctx: Context) -> Observation:
+    R, n = ctx.replicates, ctx.i("n")
+    g = ctx.generator
+    Z = torch.randn(R, n, 2 * n, generator=g, dtype=torch.float64)
+    K = Z @ Z.transpose(-1, -2) / (2 * n) + 1e-3 * torch.eye(n, dtype=torch.float64)
+    ev, V = torch.linalg.eigh(K)
+    lam0 = ev[..., 0]
+    reps = 2 if ctx.arg("part", "init") == "along" else 1
+    total = K.clone()
+    for _ in range(reps):
+        S = torch.randn(R, n, n, generator=g, dtype=torch.float64)
+        S = S + S.transpose(-1, -2)
+        S = S / torch.linalg.matrix_norm(S, ord=2).reshape(-1, 1, 1)
+        v = V[..., :, :1]
+        worst = -(v @ v.transpose(-1, -2))
+        pick = torch.rand(R, 1, 1, generator=g, dtype=torch.float64) < 0.5
+        u = torch.rand(R, 1, 1, generator=g, dtype=torch.float64) ** 0.25  # mostly near the boundary of the ball
+        total = total + torch.where(pick, worst, S * u) * (lam0 / 4).reshape(-1, 1, 1)
+    return Observation(kernels.lambda_min(total) / lam0, method="eigvalsh (float64)")
+
+
+@QUANTITIES.register("du2018-lemma-a1-aux-ratio", (
+    "Proof of Lemma A.1, alpha in [1/2, 2]: args.which 'first': |E sigma(aX)^2 - E sigma(X)^2| / (L|a-1|(2|sigma(0)| "
+    "sqrt(2/pi) + L|a+1|)); 'chain': the same LHS / ((C/c_sigma)|a-1|); 'step': the middle expression / ((C/c_sigma)|a-1|)"),
+    networks=("scalar",))
+def lemma_a1_aux_ratio(ctx: Context) -> Observation:
+    R = ctx.replicates
+    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    g = ctx.generator
+    a = 0.5 + 1.5 * torch.rand(R, generator=g, dtype=torch.float64)
+    a[: min(R, 2)] = torch.tensor([0.5, 2.0], dtype=torch.float64)[: min(R, 2)]  # the interval's ends
+    Lc, s0 = act.lipschitz, abs(float(act.f(torch.zeros(1, dtype=torch.float64))))
+    lhs = (kernels.expect_1d(lambda z: act.f(z) ** 2, a ** 2, 200)
+           - kernels.expect_1d(lambda z: act.f(z) ** 2, torch.ones_like(a), 200)).abs()
+    middle = Lc * (a - 1).abs() * (2 * s0 * math.sqrt(2 / math.pi) + Lc * (a + 1).abs())
+    final = Lc * (2 * s0 * math.sqrt(2 / math.pi) + 2 * Lc) * (a - 1).abs()  # (C / c_σ)|α − 1|
+    which = ctx.arg("which", "first")
+    num, den = {"first": (lhs, middle), "chain": (lhs, final), "step": (middle, final)}[which]
+    return Observation(num / den, extras={"alpha": a}, method="1-D Gauss-Hermite (200 nodes)")
+
+
+@QUANTITIES.register("du2018-c-sigma-c0", (
+    "Appendix C: c_{sigma,c0} = (min over c0 <= alpha <= 1 of E sigma(alpha X)^2)^{-1} at c0 = 1/sqrt(p), by quadrature "
+    "on a grid of alpha (args.activation; 'softplus-centred' = softplus - log 2, zero at the origin)"),
+    networks=("scalar",))
+def c_sigma_c0_value(ctx: Context) -> Observation:
+    name = str(ctx.arg("activation", "softplus"))
+    base = kernels.get_activation("softplus" if name == "softplus-centred" else name)
+    shift = math.log(2) if name == "softplus-centred" else 0.0
+    alphas = torch.linspace(1 / math.sqrt(ctx.i("p")), 1.0, 401, dtype=torch.float64)
+    vals = kernels.expect_1d(lambda z: (base.f(z) - shift) ** 2, alphas ** 2, 200)
+    return Observation(torch.full((ctx.replicates,), float(1 / vals.min()), dtype=torch.float64),
+                       method="1-D Gauss-Hermite (200 nodes), 401-point alpha grid")
+
+
+@QUANTITIES.register("du2018-gaussian-operator-norm", (
+    "Lemma E.4: ||W||_2 / sqrt(m) for W in R^{m x cm} with iid N(0, 1) entries (cm rounded), exact SVD"),
+    networks=("scalar",))
+def gaussian_operator_norm(ctx: Context) -> Observation:
+    m = ctx.i("m")
+    cols = max(1, round(float(ctx.p("c")) * m))
+    W = torch.randn(ctx.replicates, m, cols, generator=ctx.generator, dtype=torch.float64)
+    smax, method = spectral_norm(W)
+    return Observation(smax / math.sqrt(m), method=method)

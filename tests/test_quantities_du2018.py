@@ -1,0 +1,179 @@
+"""du2018 estimators added for issue 13, each against a plain reference, a closed form or autograd."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lemmacheck import kernels as k
+from lemmacheck.context import Context
+from lemmacheck.nets import du2018 as du
+from lemmacheck.registry import QUANTITIES
+
+F64 = torch.float64
+
+
+def ctx(params, network="scalar", R=6, seed=0, args=None, inputs=None):
+    if inputs is None and network != "scalar":
+        inputs = {"kind": "unit-sphere", "n": "n", "d": "d0 * p" if network.endswith("cnn-resnet") else "d"}
+    return Context("test", params, R, torch.Generator().manual_seed(seed), args=args or {}, inputs_spec=inputs,
+                   search="none", network=network)
+
+
+def q(name, c):
+    return QUANTITIES.get(name).obj(c)
+
+
+def test_tensor_power_gram_equals_explicit_kronecker_matrix():
+    c = ctx({"n": 4, "d": 3}, R=3, seed=1)
+    val = q("du2018-tensor-power-conditioning", c).value
+    V = torch.randn(3, 4, 3, generator=torch.Generator().manual_seed(1), dtype=F64)
+    V = V / V.norm(dim=-1, keepdim=True)
+    for r in range(3):
+        cols = []
+        for i in range(4):
+            t = V[r, i]
+            for _ in range(3):
+                t = torch.kron(t, V[r, i])
+            cols.append(t)
+        s = torch.linalg.svdvals(torch.stack(cols, 1))
+        assert math.isclose(float(val[r]), float(s[-1] ** 2 / s[0] ** 2), rel_tol=1e-8)
+
+
+def test_product_perturbation_ratio_is_exact_for_one_factor_and_bounded():
+    # k = 1: ||A - B||_F / (alpha M) = 1 exactly (the bound is tight for a single factor)
+    v = q("du2018-product-perturbation-ratio", ctx({"k": 1}, R=50)).value
+    assert torch.allclose(v, torch.ones_like(v), atol=1e-12)
+    v = q("du2018-product-perturbation-ratio", ctx({"k": 5}, R=50)).value
+    assert bool((v > 0).all()) and bool((v <= 1).all())
+
+
+def test_pair_expectation_matches_monte_carlo_and_sqrt_form_is_weyl_type():
+    act = k.softplus()
+    S = torch.tensor([[1.3, 0.4], [0.4, 0.7]], dtype=F64)
+    gen = torch.Generator().manual_seed(3)
+    Z = torch.randn(2_000_000, 2, generator=gen, dtype=F64) @ torch.linalg.cholesky(S).T
+    mc = float((act.f(Z[:, 0]) * act.f(Z[:, 1])).mean())
+    from lemmacheck.quantities.du2018 import _pair_F, _sqrtm
+
+    assert abs(float(_pair_F(act, S)) - mc) < 5e-3
+    R2 = _sqrtm(S)
+    assert torch.allclose(R2 @ R2, S, atol=1e-13)
+    for form in ("e2", "e3", "sqrt"):
+        v = q("du2018-pair-expectation-lipschitz", ctx({}, R=40, args={"form": form})).value
+        assert bool(torch.isfinite(v).all()) and bool((v >= 0).all()), form
+    with pytest.raises(Exception, match="form"):
+        q("du2018-pair-expectation-lipschitz", ctx({}, args={"form": "bogus"}))
+
+
+def test_activation_constants_of_softplus():
+    v = q("du2018-activation-constants", ctx({}, R=30))
+    assert bool((v.value <= 1).all()) and bool((v.value >= 0.5).all())  # sigma'(0) = 1/2 is always drawn
+    assert bool((v.extras["sup_d2"] <= 0.25 + 1e-12).all())
+
+
+def test_patch_norm_ratio_against_loop_reference():
+    c = ctx({"C": 2, "p": 5, "q": 3}, R=20, seed=4, args={"side": "lower"})
+    lo = q("du2018-patch-norm-ratio", c).value
+    up = q("du2018-patch-norm-ratio", ctx({"C": 2, "p": 5, "q": 3}, R=20, seed=4, args={"side": "upper"})).value
+    assert torch.allclose(up * math.sqrt(3), lo)
+    assert bool((lo >= 1 - 1e-12).all()) and bool((up <= 1 + 1e-12).all())
+    x = torch.randn(2, 5, dtype=F64)
+    ref = sum(float(x[:, j].norm() ** 2) * sum(1 for o in (-1, 0, 1) if 0 <= j - o < 5) for j in range(5))
+    assert math.isclose(float(du.patches(x, 3).norm() ** 2), ref, rel_tol=1e-12)
+
+
+def test_weyl_ratio_worst_direction_is_exactly_three_quarters():
+    v = q("du2018-weyl-ratio", ctx({"n": 5}, R=200)).value
+    assert bool((v >= 0.75 - 1e-9).all()) and float(v.min()) < 0.75 + 1e-9  # attained by -lambda_0/4 v v^T
+    w = q("du2018-weyl-ratio", ctx({"n": 5}, R=200, args={"part": "along"})).value
+    assert bool((w >= 0.5 - 1e-9).all())
+
+
+def test_lemma_a1_aux_closed_forms():
+    c = ctx({}, R=50, args={"which": "step"})
+    v = q("du2018-lemma-a1-aux-ratio", c)
+    a = v.extras["alpha"]
+    s0 = math.log(2)
+    expect = (2 * s0 * math.sqrt(2 / math.pi) + (a + 1)) / (2 * s0 * math.sqrt(2 / math.pi) + 2)
+    assert torch.allclose(v.value, expect, rtol=1e-12)
+    first = q("du2018-lemma-a1-aux-ratio", ctx({}, R=5, args={"which": "first"}))
+    # E softplus(aX)^2 by an independent 1-D quadrature (numpy Hermite nodes)
+    t, w = np.polynomial.hermite_e.hermegauss(150)
+    w = w / w.sum()
+    for alpha, val in zip(first.extras["alpha"].tolist(), first.value.tolist()):
+        e = lambda s: float((np.logaddexp(0, s * t) ** 2 * w).sum())
+        mid = abs(alpha - 1) * (2 * s0 * math.sqrt(2 / math.pi) + abs(alpha + 1))
+        assert math.isclose(val, abs(e(alpha) - e(1.0)) / mid, rel_tol=1e-9)
+
+
+def test_c_sigma_c0_of_softplus_and_centred_softplus():
+    v = float(q("du2018-c-sigma-c0", ctx({"p": 4}, R=1)).value[0])
+    # E softplus(aX)^2 is increasing in a, so the min is at a = c0 = 1/2
+    e = float(k.expect_1d(lambda z: k.softplus().f(z) ** 2, torch.tensor(0.25, dtype=F64), 200))
+    assert math.isclose(v, 1 / e, rel_tol=1e-9)
+    c4 = float(q("du2018-c-sigma-c0", ctx({"p": 4}, R=1, args={"activation": "softplus-centred"})).value[0])
+    c64 = float(q("du2018-c-sigma-c0", ctx({"p": 64}, R=1, args={"activation": "softplus-centred"})).value[0])
+    assert 10 < c64 / c4 * 1 < 20  # ~ p: E (softplus - log 2)(aX)^2 ~ a^2/4 for small a
+
+
+def test_gaussian_operator_norm_against_numpy_svd():
+    c = ctx({"m": 20, "c": 0.5}, R=3, seed=2)
+    v = q("du2018-gaussian-operator-norm", c).value
+    W = torch.randn(3, 20, 10, generator=torch.Generator().manual_seed(2), dtype=F64)
+    ref = [np.linalg.svd(W[r].numpy(), compute_uv=False)[0] / math.sqrt(20) for r in range(3)]
+    assert np.allclose(v.numpy(), ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("network", ["du2018-fc", "du2018-resnet", "du2018-cnn-resnet"])
+def test_gradient_and_gram_closed_forms_agree_with_autograd(network):
+    params = {"m": 12, "H": 3, "n": 3, "d": 5, "d0": 6, "p": 2, "q": 3, "c_lambda": 0.5}
+    for which in ("gradient", "gram"):
+        v = q("du2018-gradient-autograd-error", ctx(params, network, R=2, args={"which": which})).value
+        assert bool((v < 1e-10).all()), (network, which)
+
+
+def test_init_residual_and_data_lambda_against_plain_formulas():
+    params = {"m": 16, "H": 2, "n": 4, "d": 6, "c_lambda": 0.5}
+    c = ctx(params, "du2018-resnet", R=3, seed=7)
+    lam = q("du2018-data-lambda", c)
+    assert float(lam.extras["closed_form_error"].max()) < 1e-13
+    c = ctx(params, "du2018-fc", R=3, seed=7)
+    X = c.inputs()
+    r = q("du2018-init-residual", ctx(params, "du2018-fc", R=3, seed=7)).value
+    assert r.shape == (3,) and bool((r > 0).all())
+    assert X.shape == (3, 4, 6)
+
+
+def test_one_step_descent_ratio_is_at_least_one_and_kernel_block_ratio():
+    params = {"m": 32, "H": 2, "n": 3, "d": 5, "c_lambda": 0.5, "kappa": 1.0}
+    v = q("du2018-one-step-descent-ratio", ctx(params, "du2018-resnet", R=4, args={"nodes": 24})).value
+    assert bool((v >= 1 - 1e-10).all())  # G >= G^(H): Rayleigh quotient >= lambda_min(G^(H))
+    p4 = {**params, "H": 4}
+    b = q("du2018-kernel-block-lambda-ratio", ctx(p4, "du2018-resnet", R=3, args={"nodes": 24, "base": "K1"}))
+    assert bool((b.value >= 1 - 1e-12).all())  # residual layers only: the lemma's telescoping holds
+    b0 = q("du2018-kernel-block-lambda-ratio", ctx(p4, "du2018-resnet", R=3, args={"nodes": 24}))
+    c = ctx(p4, "du2018-resnet", R=3)
+    X = du.as_images(c.inputs())
+    dn = du.make_net("resnet", X, 16, 4, k.softplus(), 0.5)
+    K = du.limit_kernels(dn, X, k.Engine(k.softplus(), Q=24))
+    lam = [k.pair_block_lambda_min(C) for C in K.cov]
+    assert torch.allclose(b0.value, torch.stack(lam[1:], -1).amin(-1) / lam[0], rtol=1e-10)
+
+
+def test_movement_bound_ratio_matches_trajectory_and_q_prime():
+    """gd-movement-bound-ratio against a plain recomputation from the same seed: movement / (4 Q'(0) / lambda_0)."""
+    from lemmacheck.quantities import du2018 as qd
+
+    params = {"m": 16, "H": 2, "n": 3, "d": 5, "c_lambda": 0.5, "kappa": 1.0, "T": 3}
+    c1 = ctx(params, "du2018-fc", R=2, seed=9, args={"nodes": 24, "which": "movement"})
+    got = q("du2018-gd-movement-bound-ratio", c1)
+    c2 = ctx(params, "du2018-fc", R=2, seed=9, args={"nodes": 24})
+    cw: list = []
+    dn, K, _ok, _eta, tr, _m = qd._trajectory("fc", c2, track_movement=True, c_w0=cw)
+    cx = torch.clamp(2 * math.sqrt(dn.c_sigma) * cw[0], min=1.0)
+    Q0 = 2 * 2.0 * cx ** 2 * math.sqrt(3) * tr.residual_norm[:, 0]  # FC: 2 c_x0 c_x^H sqrt(n) ||y - u(0)||
+    assert torch.allclose(got.value, tr.movement.amax(dim=(-1, -2)) / (4 * Q0 / K.lambda0), rtol=1e-12)
