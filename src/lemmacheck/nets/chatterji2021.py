@@ -329,3 +329,29 @@ def train_then_scale(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, a
         logc = torch.where(sep, hi, torch.zeros_like(hi))
         c = torch.exp(logc).reshape(-1, 1, 1)
     return [c * v for v in V], sep
+
+
+# ------------------------------------------------------------------- exact sampler of the features at init
+
+def _psd_sqrt(G: torch.Tensor) -> torch.Tensor:
+    """Symmetric square root of a batch of PSD matrices (eigh; tiny negative eigenvalues from rounding clipped)."""
+    w, Q = torch.linalg.eigh(0.5 * (G + G.transpose(-1, -2)))
+    return Q @ torch.diag_embed(w.clamp_min(0).sqrt()) @ Q.transpose(-1, -2)
+
+
+def init_preactivations_exact(gen: torch.Generator, X: torch.Tensor, L: int, act: Activation
+                              ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The pre-activations u_{ℓ,s} (ℓ = 1..L) and outputs f_{V^{(1)}}(x_s) at He initialisation, drawn EXACTLY without
+    materialising V: given x_{ℓ−1,·} (Gram G), the p rows of V_ℓ [x_{ℓ−1,1} … x_{ℓ−1,n}] are iid N(0, (2/p) G), and
+    f = V_{L+1} x_L ~ N(0, G_L) jointly over s. Cost O(p n² L) instead of O(p² n L). Returns ([u_ℓ (R, n, p)], f (R, n))."""
+    R, n, p = X.shape
+    G = X @ X.transpose(-1, -2)
+    us = []
+    for _ in range(L):
+        Z = torch.randn(R, p, n, generator=gen, dtype=X.dtype)
+        u = (Z @ _psd_sqrt(2.0 / p * G)).transpose(-1, -2)  # (R, n, p): column j of V_ℓ x is row j here
+        us.append(u)
+        x = act.f(u)
+        G = x @ x.transpose(-1, -2)
+    f = (torch.randn(R, 1, n, generator=gen, dtype=X.dtype) @ _psd_sqrt(G)).squeeze(1)
+    return us, f

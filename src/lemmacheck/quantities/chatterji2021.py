@@ -260,27 +260,44 @@ def smoothness_ratio(ctx: Context) -> Observation:
                      "| ||x_{l,s}|| - 1 | at He initialisation (the window [9/10, 11/10] is <= 1/10)", networks=NET)
 def init_layer_norm_deviation(ctx: Context) -> Observation:
     X = ctx.inputs()
-    Vs = net.init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype)
-    fwd = net.forward(Vs, X, _act(ctx))
-    dev = torch.stack([(x.norm(dim=-1) - 1).abs().amax(-1) for x in fwd.x[1:]], -1).amax(-1)
-    return Observation(dev, method="full forward pass")
+    act = _act(ctx)
+    if ctx.arg("sampler", "full") == "exact":
+        us, _ = net.init_preactivations_exact(ctx.generator, X, ctx.i("L"), act)
+        xs = [act.f(u) for u in us]
+    else:
+        Vs = net.init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype)
+        xs = net.forward(Vs, X, act).x[1:]
+    dev = torch.stack([(x.norm(dim=-1) - 1).abs().amax(-1) for x in xs], -1).amax(-1)
+    return Observation(dev, method=f"{ctx.arg('sampler', 'full')} sampler")
 
 
 @QUANTITIES.register("chatterji2021-init-weight-norm-ratio", "Lemma E.12: ||V^(1)|| / sqrt(5 p L) at He "
                      "initialisation (<= 1)", networks=NET)
 def init_weight_norm_ratio(ctx: Context) -> Observation:
-    Vs = net.init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype)
-    return Observation(net.collective_norm(Vs) / math.sqrt(5 * ctx.i("p") * ctx.i("L")), method="exact")
+    p, L = ctx.i("p"), ctx.i("L")
+    if ctx.arg("sampler", "full") == "exact":
+        # ||V_l||_F^2 = (2/p) chi^2_{p^2} (l in [L]) and ||V_{L+1}||^2 = chi^2_p, independent: exact chi-square
+        # draws (numpy, seeded from ctx.generator) instead of p^2 L Gaussians per replicate.
+        import numpy as np
+        rng = np.random.default_rng(int(torch.randint(0, 2 ** 62, (1,), generator=ctx.generator)))
+        sq = (2.0 / p) * rng.chisquare(p * p, size=(ctx.replicates, L)).sum(-1) + rng.chisquare(p, ctx.replicates)
+        norm = torch.from_numpy(np.sqrt(sq))
+    else:
+        norm = net.collective_norm(net.init(ctx.generator, ctx.replicates, p, L, ctx.dtype))
+    return Observation(norm / math.sqrt(5 * p * L), method=f"{ctx.arg('sampler', 'full')} sampler")
 
 
 @QUANTITIES.register("chatterji2021-init-output-magnitude", "Lemma E.11: max_s |f_{V^(1)}(x_s)| / sqrt(log(2n/delta)) "
                      "at He initialisation (the lemma: <= c, c hidden)", networks=NET)
 def init_output_magnitude(ctx: Context) -> Observation:
     X = ctx.inputs()
-    Vs = net.init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype)
-    out = net.forward(Vs, X, _act(ctx)).out
+    if ctx.arg("sampler", "full") == "exact":
+        _, out = net.init_preactivations_exact(ctx.generator, X, ctx.i("L"), _act(ctx))
+    else:
+        Vs = net.init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype)
+        out = net.forward(Vs, X, _act(ctx)).out
     return Observation(out.abs().amax(-1) / math.sqrt(math.log(2 * X.shape[1] / ctx.p("delta"))),
-                       method="full forward pass")
+                       method=f"{ctx.arg('sampler', 'full')} sampler")
 
 
 # ------------------------------------------------------------------------------------------------ trajectories
