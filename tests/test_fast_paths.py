@@ -89,3 +89,15 @@ def test_forward_perturbation_search_matches_svd_projection(monkeypatch):
     slow = _est("forward-perturbation", params, 4, 9, search="adversarial", args={"steps": 5})
     torch.testing.assert_close(fast.value, slow.value, rtol=1e-9, atol=0)
     assert math.isfinite(fast.value.sum().item())
+
+
+@pytest.mark.parametrize("B", [5, 3])
+def test_gradient_upper_spectral_search_matches_the_formed_gradient_svd(monkeypatch, B):
+    """The spectral-norm gradient ratio from the factors equals the SVD of the formed m×m gradient, along the same
+    adversarial search (full batch and minibatch)."""
+    params = {"m": 24, "L": 2, "n": 5, "d": 6, "tau": 0.1, "B": B}
+    fast = _est("gradient-upper-ratio", params, 3, 13, search="adversarial", args={"norm": "spectral", "steps": 3})
+    monkeypatch.setattr(zq, "low_rank_spectral_norm",
+                        lambda A, Bm: torch.linalg.matrix_norm(A.transpose(-1, -2) @ Bm, ord=2))
+    slow = _est("gradient-upper-ratio", params, 3, 13, search="adversarial", args={"norm": "spectral", "steps": 3})
+    torch.testing.assert_close(fast.value, slow.value, rtol=1e-9, atol=0)

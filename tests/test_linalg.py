@@ -98,3 +98,17 @@ def test_gaussian_spectral_norm_is_reproducible_and_shaped():
     x2, _ = la.gaussian_spectral_norm(torch.Generator().manual_seed(11), (4, 3), 9, 7)
     x3, _ = la.gaussian_spectral_norm(torch.Generator().manual_seed(12), (4, 3), 9, 7)
     assert x1.shape == (4, 3) and torch.equal(x1, x2) and not torch.equal(x1, x3)
+
+
+@pytest.mark.parametrize("n,a,b", [(4, 30, 25), (3, 2, 40), (5, 60, 5)])
+def test_low_rank_spectral_norm_value_and_gradient_match_the_formed_matrix(n, a, b):
+    A0, B0 = _mats(13, 2, n, a), _mats(14, 2, n, b)
+    A1, B1 = A0.clone().requires_grad_(True), B0.clone().requires_grad_(True)
+    fast = la.low_rank_spectral_norm(A1, B1)
+    A2, B2 = A0.clone().requires_grad_(True), B0.clone().requires_grad_(True)
+    slow = torch.linalg.matrix_norm(A2.transpose(-1, -2) @ B2, ord=2)
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=0)
+    fast.sum().backward()
+    slow.sum().backward()
+    torch.testing.assert_close(A1.grad, A2.grad, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(B1.grad, B2.grad, rtol=1e-9, atol=1e-12)

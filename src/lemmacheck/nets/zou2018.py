@@ -97,6 +97,15 @@ def loss_gradients(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
 
     `batch` (R, n) 0/1 selects a minibatch (the stochastic gradient G_l averages over it instead).
     Returns (gradients, ℓ'(y ŷ) of shape (R, n), forward pass)."""
+    wts, bs, lp, fwd = loss_gradient_factors(Ws, X, y, batch)
+    grads = [torch.einsum("rn,rna,rnb->rab", wts, x, b) for x, b in zip(fwd.x[:-1], bs)]
+    return grads, lp, fwd
+
+
+def loss_gradient_factors(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, batch: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, Forward]:
+    """The factors of `loss_gradients`: ∇_{W_l} L_S = (wts ∘ x_{l-1})ᵀ b_l, a sum of n outer products, so norms of
+    it need no m×m matrix (linalg.low_rank_spectral_norm). Returns (wts (R, n), [b_1..b_L], ℓ'(y ŷ), forward)."""
     fwd = forward(Ws, X)
     bs = backward_vectors(Ws, fwd)
     lp = logistic_derivative(y * fwd.out)
@@ -105,8 +114,7 @@ def loss_gradients(Ws: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor,
         wts = wts / X.shape[-2]
     else:
         wts = wts * batch / batch.sum(-1, keepdim=True)
-    grads = [torch.einsum("rn,rna,rnb->rab", wts, x, b) for x, b in zip(fwd.x[:-1], bs)]
-    return grads, lp, fwd
+    return wts, bs, lp, fwd
 
 
 def conditional_layer_norms(gen: torch.Generator, X: torch.Tensor, dims: list[int]) -> list[torch.Tensor]:

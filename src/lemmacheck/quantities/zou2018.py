@@ -12,7 +12,13 @@ import math
 import torch
 
 from ..context import Context, Observation
-from ..linalg import gaussian_spectral_norm, spectral_norm, spectral_norm_at_most, top_s_norm
+from ..linalg import (
+    gaussian_spectral_norm,
+    low_rank_spectral_norm,
+    spectral_norm,
+    spectral_norm_at_most,
+    top_s_norm,
+)
 from ..nets import zou2018 as net
 from ..registry import QUANTITIES
 from ..search import maximise, random_perturbation
@@ -534,10 +540,15 @@ def gradient_upper_ratio(ctx: Context) -> Observation:
     valid = _theorem_5_1_i(Ws, fwd)
 
     def ratio(Wt: list[torch.Tensor]) -> torch.Tensor:
-        grads, lp, _ = net.loss_gradients(Wt, X, y, batch=batch)
+        if spectral:  # the gradient is a sum of n outer products: its norm from the factors, no m×m SVD
+            wts, bs, lp, fwd_t = net.loss_gradient_factors(Wt, X, y, batch=batch)
+            # weights on the b side: a minibatch zeroes rows, and the QR of a rank-deficient factor has no gradient
+            norms = [low_rank_spectral_norm(x, wts.unsqueeze(-1) * b) for x, b in zip(fwd_t.x[:-1], bs)]
+        else:
+            grads, lp, _ = net.loss_gradients(Wt, X, y, batch=batch)
+            norms = [G.flatten(1).norm(dim=-1) for G in grads]
         w = torch.ones_like(lp) if batch is None else batch
         denom = -(lp * w).sum(-1) / w.sum(-1)
-        norms = [torch.linalg.matrix_norm(G, ord=2) if spectral else G.flatten(1).norm(dim=-1) for G in grads]
         return torch.stack(norms, -1).amax(-1) / denom
 
     best, found = maximise(ratio, Ws, ctx.p("tau"), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 10)))
