@@ -1,53 +1,319 @@
-"""Benchmarks (pytest-benchmark), each a ratio against a straightforward implementation in the same run.
+"""Benchmarks (pytest-benchmark): each lemmacheck estimator against a straightforward implementation of the same
+Monte-Carlo (tests/references.py: one network at a time, full matrices, matrix_norm(ord=2), autograd), same run.
 
-Run with `pytest tests/test_benchmarks.py --benchmark-enable --benchmark-group-by=group`; in the default
-test run they execute once as correctness checks (both implementations must agree). No test asserts a time.
+    python -m pytest tests/test_benchmarks.py --benchmark-enable --benchmark-group-by=group
+
+runs them at the sizes of issue 15 (about 10 minutes on one core) and prints, after the run, a table of seconds per
+replicate, the ratio, and each implementation's GFLOP/s against the machine's float64 GEMM measured in the same
+run. In the default test run (--benchmark-disable) every benchmark runs once at small sizes as a correctness check
+(both implementations must agree) and the file stays cheap. Everything runs with one BLAS thread, as shards do.
+No test asserts a time.
 """
 
-import math
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
-from references import dense_gradient_descent
+from references import (
+    autograd_gradient_descent,
+    loop_du_last_layer_gram_lambda_min,
+    loop_forward_perturbation,
+    loop_max_layer_output_norm,
+    loop_max_weight_spectral_norm,
+    loop_rnn_max_hidden_norm_ratio,
+)
+from torch.utils.flop_counter import FlopCounterMode
 
+import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck import kernels
+from lemmacheck.context import Context
+from lemmacheck.nets import allenzhu2018 as rnn
 from lemmacheck.nets import du2018
 from lemmacheck.nets import zou2018 as net
+from lemmacheck.registry import QUANTITIES
+
+# issue 15's sizes (--benchmark-enable or LEMMACHECK_BENCH=issue) and the cheap ones of the default test run.
+# `base_R`: replicates the straightforward loop runs (its time is linear in them: reported per replicate).
+ISSUE = {
+    "forward": {"m": 2048, "L": 10, "n": 16, "d": 64, "R": 64, "base_R": 64},
+    "spectral": {"m": 2048, "L": 10, "R": 64, "base_R": 2},
+    "perturbation": {"m": 1024, "L": 5, "n": 8, "d": 32, "R": 2, "base_R": 1, "steps": 20},
+    "ntk": {"m": 1024, "H": 3, "n": 32, "d": 16, "R": 8, "base_R": 2},
+    "rnn": {"m": 1024, "L": 20, "n": 8, "dx": 16, "R": 16, "base_R": 4},
+    "gd": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
+    "gemm": {"k": 2048},
+}
+CI = {
+    "forward": {"m": 256, "L": 3, "n": 8, "d": 16, "R": 4, "base_R": 4},
+    "spectral": {"m": 128, "L": 2, "R": 4, "base_R": 2},
+    "perturbation": {"m": 32, "L": 2, "n": 3, "d": 8, "R": 2, "base_R": 2, "steps": 3},
+    "ntk": {"m": 64, "H": 2, "n": 6, "d": 8, "R": 2, "base_R": 2},
+    "rnn": {"m": 64, "L": 5, "n": 3, "dx": 6, "R": 2, "base_R": 2},
+    "gd": {"m": 64, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 5},
+    "gemm": {"k": 256},
+}
+RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
 
 
-def _inputs(R, n, d, seed=0):
+def _issue_sizes(config: pytest.Config) -> bool:
+    return bool(config.getoption("benchmark_enable", False)) or os.environ.get("LEMMACHECK_BENCH") == "issue"
+
+
+@pytest.fixture(scope="module")
+def S(request):
+    return ISSUE if _issue_sizes(request.config) else CI
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ratio_table(request):
+    """After the module: one line per group with both implementations, the ratio and GEMM fractions."""
+    yield
+    if not RESULTS:
+        return
+    gemm = RESULTS.get("gemm", {}).get("float64 GEMM", {}).get("gflops", float("nan"))
+    lines = [f"lemmacheck benchmarks (1 BLAS thread; float64 GEMM {gemm:.1f} GFLOP/s in this run)",
+             f"{'group':58s} {'impl':30s} {'s/replicate':>12s} {'ratio':>8s} {'GFLOP/s':>8s} {'of GEMM':>8s}"]
+    for group, impls in RESULTS.items():
+        if group == "gemm":
+            continue
+        base = impls.get("straightforward", {}).get("s_per_rep")
+        for impl, rec in impls.items():
+            ratio = base / rec["s_per_rep"] if base and impl != "straightforward" else float("nan")
+            gf = rec.get("gflops", float("nan"))
+            lines.append(f"{group[:58]:58s} {impl[:30]:30s} {rec['s_per_rep']:12.4g} {ratio:8.1f} {gf:8.2f} "
+                         f"{gf / gemm:8.0%}")
+    text = "\n".join(lines)
+    out = os.environ.get("LEMMACHECK_BENCH_OUT")
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text + "\n")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("\n" + text)
+
+
+def _flops(fn) -> int:
+    with FlopCounterMode(display=False) as fc:
+        fn()
+    return fc.get_total_flops()
+
+
+def _run(benchmark, group: str, impl: str, fn, replicates: int, rounds: int = 1, count_flops: bool = False):
+    """Time fn (the benchmark fixture when enabled, one plain call otherwise) and record seconds per replicate."""
+    if benchmark.disabled:
+        t0 = time.perf_counter()
+        out = benchmark(fn)
+        seconds = time.perf_counter() - t0
+    else:
+        out = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
+        seconds = benchmark.stats.stats.min
+    rec = {"s_per_rep": seconds / replicates}
+    if count_flops and not benchmark.disabled:
+        rec["gflops"] = _flops(fn) / seconds / 1e9
+    RESULTS.setdefault(group, {})[impl] = rec
+    benchmark.extra_info.update(replicates=replicates, seconds_per_replicate=rec["s_per_rep"])
+    return out
+
+
+def _ctx(params, R, seed, inputs=None, args=None, search="none"):
+    spec = {"kind": "unit-sphere", "n": "n", "d": "d"} if inputs is None else inputs
+    return Context("bench", {k: float(v) for k, v in params.items()}, R, torch.Generator().manual_seed(seed),
+                   args=args or {}, inputs_spec=spec, search=search)
+
+
+def _estimator(name, params, R, seed, **kw):
+    return lambda: QUANTITIES.get(name).obj(_ctx(params, R, seed, **kw)).value
+
+
+def _unit(R, n, d, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.nn.functional.normalize(torch.randn(R, n, d, generator=g, dtype=torch.float64), dim=-1)
 
 
-def _full_norms(X, dims, seed):
-    g = torch.Generator().manual_seed(seed)
-    return [x.norm(dim=-1) for x in net.forward(net.init(g, X.shape[0], dims), X).x]
+IMPLS = ["straightforward", "lemmacheck"]
 
 
-def _conditional_norms(X, dims, seed):
-    return net.conditional_layer_norms(torch.Generator().manual_seed(seed), X, dims)
+@pytest.mark.benchmark(group="gemm")
+def test_bench_gemm_throughput(benchmark, S):
+    """The machine's float64 matmul throughput, measured in this run: the yardstick for GFLOP/s fractions."""
+    k = S["gemm"]["k"]
+    A = torch.randn(k, k, dtype=torch.float64)
+    C = _run(benchmark, "gemm", "float64 GEMM", lambda: A @ A, 1, rounds=5, count_flops=True)
+    assert C.shape == (k, k)
 
 
-@pytest.mark.benchmark(group="layer norms at init, m=1024 L=3 n=8 R=4")
-@pytest.mark.parametrize("impl", ["full-forward", "gaussian-conditioning"])
-def test_bench_layer_norms(benchmark, impl):
-    X, dims = _inputs(4, 8, 64), [64, 1024, 1024, 1024]
-    fn = _full_norms if impl == "full-forward" else _conditional_norms
-    norms = benchmark(fn, X, dims, 1)
-    # Same law, different draws: both give ||x_L|| near 1 (E||x_l||² = ||x_0||² under He init).
-    assert abs(norms[-1].pow(2).mean().item() - 1) < 0.3
+@pytest.mark.benchmark(group="forward norms at init (zou2018 Thm 5.1 (i))")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_forward_norms_at_init(benchmark, S, impl):
+    c = S["forward"]
+    dims = net.widths(c["d"], c["m"], c["L"])
+    params = {"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"]}
+    group = "forward norms at init (zou2018 Thm 5.1 (i))"
+    if impl == "straightforward":
+        X = _unit(c["base_R"], c["n"], c["d"], 0)
+        out = _run(benchmark, group, impl, lambda: loop_max_layer_output_norm(torch.Generator().manual_seed(1), X,
+                                                                              dims), c["base_R"])
+    else:
+        out = _run(benchmark, group, impl, _estimator("max-layer-output-norm", params, c["R"], 1), c["R"],
+                   rounds=3, count_flops=True)
+    # Same law, different draws: under He init E||x_l||² = ||x_0||² = 1, and the max over n inputs and L
+    # layers sits a little above 1.
+    assert bool(((out > 0.8) & (out < 1.5 + 2 / c["m"] ** 0.25)).all())
+
+
+@pytest.mark.benchmark(group="forward norms at init (zou2018 Thm 5.1 (i))")
+def test_bench_forward_norms_whole_process(benchmark, S):
+    """The whole `lemmacheck repro` process for the same configuration (start-up included), and `import torch`
+    alone for scale."""
+    c = S["forward"]
+    params = json.dumps({"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"], "phi": 0.01, "delta": 0.1,
+                         "alternate": 0})
+    cmd = [sys.executable, "-m", "lemmacheck.cli", "repro", "zou2018/theorem-5.1-i/layer-output-norm", "--params",
+           params, "--seed", "1", "--replicates", str(c["R"]), "--shard-size", str(c["R"]), "--claims", "claims"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    RESULTS.setdefault("forward norms at init (zou2018 Thm 5.1 (i))", {})["`import torch` alone"] = {
+        "s_per_rep": (time.perf_counter() - t0) / c["R"]}
+    done = _run(benchmark, "forward norms at init (zou2018 Thm 5.1 (i))", "whole process (lemmacheck repro)",
+                lambda: subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False), c["R"])
+    assert done.returncode == 0, done.stderr
+    assert "zou2018/theorem-5.1-i/layer-output-norm" in done.stdout
+
+
+@pytest.mark.benchmark(group="weight spectral norms at init (zou2018 Thm 5.1 (i))")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_weight_spectral_norms(benchmark, S, impl):
+    c = S["spectral"]
+    group = "weight spectral norms at init (zou2018 Thm 5.1 (i))"
+    if impl == "straightforward":
+        dims = net.widths(c["m"], c["m"], c["L"])
+        out = _run(benchmark, group, impl,
+                   lambda: loop_max_weight_spectral_norm(torch.Generator().manual_seed(2), c["base_R"], dims),
+                   c["base_R"])
+    else:
+        params = {"m": c["m"], "L": c["L"], "n": 1, "d": c["m"]}
+        out = _run(benchmark, group, impl, _estimator("max-weight-spectral-norm", params, c["R"], 2), c["R"],
+                   rounds=3)
+    # square m×m with N(0, 2/m) entries: ||W|| -> 2 sqrt(2) (Bai-Yin), max over L layers a little above it
+    assert bool(((out > 2.5) & (out < 3.4)).all())
+
+
+@pytest.mark.benchmark(group="forward perturbation, adversarial search (zou2018 Lemma B.2)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_forward_perturbation_adversarial(benchmark, S, impl):
+    c = S["perturbation"]
+    group = "forward perturbation, adversarial search (zou2018 Lemma B.2)"
+    tau = 0.5 / c["m"] ** 0.5 * 4
+    params = {"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"], "tau": tau}
+    if impl == "straightforward":
+        cx = _ctx(params, c["base_R"], 3)
+        X = cx.inputs()
+        Ws = net.init(cx.generator, c["base_R"], net.widths(c["d"], c["m"], c["L"]))
+        out = _run(benchmark, group, impl, lambda: loop_forward_perturbation(torch.Generator().manual_seed(4), Ws,
+                                                                             X, tau, c["steps"]), c["base_R"])
+    else:
+        out = _run(benchmark, group, impl, _estimator("forward-perturbation", params, c["R"], 3,
+                                                      search="adversarial", args={"steps": c["steps"]}),
+                   c["R"], count_flops=True)
+    # a search's lower estimate of the sup: positive, and below the trivial bound (1 + tau)^L - 1 (times 1.5²)
+    assert bool(((out > 0) & (out < 2.25 * ((1 + 3.5 * tau) ** c["L"] - 1) * 3)).all())
+
+
+@pytest.mark.benchmark(group="NTK Gram least eigenvalue at init (du2018 FC, G^(H))")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_ntk_gram_least_eigenvalue(benchmark, S, impl):
+    c = S["ntk"]
+    group = "NTK Gram least eigenvalue at init (du2018 FC, G^(H))"
+    act = kernels.get_activation("softplus")
+    X = du2018.as_images(_unit(max(c["R"], c["base_R"]), c["n"], c["d"], 5))
+    dn = du2018.make_net("fc", X, m=c["m"], H=c["H"], act=act)
+    if impl == "straightforward":
+        Xb = X[:c["base_R"]]
+        out = _run(benchmark, group, impl,
+                   lambda: loop_du_last_layer_gram_lambda_min(torch.Generator().manual_seed(6), dn, Xb), c["base_R"])
+        # exact check on the same weights: the closed-form Gram equals autograd's J J^T
+        Ws, a = du2018.init(torch.Generator().manual_seed(6), 1, dn, X.shape[2])
+        ref = kernels.lambda_min(du2018.last_layer_gram(dn, Ws, a, Xb[:1]))
+        torch.testing.assert_close(out[:1], ref, rtol=1e-8, atol=1e-12)
+    else:
+        def fast():
+            smp = du2018.sample_init(torch.Generator().manual_seed(6), dn, X[:c["R"]])
+            return kernels.lambda_min(smp.gram_last)
+        out = _run(benchmark, group, impl, fast, c["R"], rounds=3, count_flops=True)
+    assert bool((out > 0).all())
+
+
+@pytest.mark.benchmark(group="RNN forward stability at init (allenzhu2018 Lemma B.3)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_rnn_forward(benchmark, S, impl):
+    c = S["rnn"]
+    group = "RNN forward stability at init (allenzhu2018 Lemma B.3)"
+    inputs = {"kind": "rnn-sequences", "n": "n", "L": "L", "dx": "dx", "separation": "delta", "tail": "random"}
+    params = {"m": c["m"], "L": c["L"], "n": c["n"], "dx": c["dx"], "delta": 0.1}
+    if impl == "straightforward":
+        X = _ctx(params, c["base_R"], 7, inputs=inputs).inputs()
+        out = _run(benchmark, group, impl,
+                   lambda: loop_rnn_max_hidden_norm_ratio(torch.Generator().manual_seed(8), X, c["m"]), c["base_R"])
+        # exact check on the same weights: the loop equals the batched network of src/
+        g = torch.Generator().manual_seed(8)
+        W = torch.randn(c["m"], c["m"], generator=g, dtype=torch.float64) * (2.0 / c["m"]) ** 0.5
+        A = torch.randn(c["m"], c["dx"], generator=g, dtype=torch.float64) * (2.0 / c["m"]) ** 0.5
+        fwd = rnn.forward(W[None], A[None], torch.zeros(1, 1, c["m"], dtype=torch.float64), X[:1])
+        ell = torch.arange(c["L"], dtype=torch.float64)
+        ref = (fwd.h.norm(dim=-1)[:, :, 1:] / (2 * ell + 4)).amax(dim=(-1, -2))
+        torch.testing.assert_close(out[:1], ref, rtol=1e-10, atol=0)
+    else:
+        out = _run(benchmark, group, impl, _estimator("rnn-forward-norm-ratio", params, c["R"], 7, inputs=inputs,
+                                                      args={"which": "h-upper"}), c["R"], rounds=3,
+                   count_flops=True)
+    assert bool(((out > 0) & (out < 1)).all())  # Lemma B.3's upper bound ||h_{l+1}|| <= 2l + 4 holds with room
+
+
+@pytest.mark.benchmark(group="GD trajectory (du2018 ResNet, Thm 4.1)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_du2018_gradient_descent(benchmark, S, impl):
+    c = S["gd"]
+    group = "GD trajectory (du2018 ResNet, Thm 4.1)"
+    R = max(c["R"], c["base_R"])
+    X = du2018.as_images(_unit(R, c["n"], c["d"], 9))
+    dn = du2018.make_net("resnet", X, m=c["m"], H=c["H"], act=kernels.get_activation("softplus"))
+    Ws, a = du2018.init(torch.Generator().manual_seed(10), R, dn, X.shape[2])
+    y = torch.ones(R, c["n"], dtype=torch.float64)
+    eta, T = 0.05, c["steps"]
+    if impl == "straightforward":
+        b = c["base_R"]
+        loss = _run(benchmark, group, impl,
+                    lambda: autograd_gradient_descent(dn, [w[:b] for w in Ws], a[:b], X[:b], y[:b], eta, T), b)
+    else:
+        r = c["R"]
+        loss = _run(benchmark, group, impl,
+                    lambda: du2018.gradient_descent(dn, [w[:r].clone() for w in Ws], a[:r], X[:r], y[:r], eta, T,
+                                                    track_gram=False, track_movement=False).loss,
+                    r, count_flops=True)
+    # the same trajectory either way (deterministic GD from the same weights)
+    ref = autograd_gradient_descent(dn, [w[:1] for w in Ws], a[:1], X[:1], y[:1], eta, min(T, 5))
+    torch.testing.assert_close(loss[:1, :ref.shape[1]], ref, rtol=1e-9, atol=0)
+
+
+# --------------------------------------------------------------------------- batching and closed forms (small)
 
 
 def _loop_forward(Ws, X):
     return torch.stack([net.forward([W[r:r + 1] for W in Ws], X[r:r + 1]).out[0] for r in range(X.shape[0])])
 
 
-@pytest.mark.benchmark(group="forward, 64 replicates of m=64 L=4 n=16")
+@pytest.mark.benchmark(group="forward, 64 replicates of m=64 L=4 n=16 (batching)")
 @pytest.mark.parametrize("impl", ["loop-over-replicates", "batched"])
 def test_bench_batched_forward(benchmark, impl):
     g = torch.Generator().manual_seed(2)
-    X = _inputs(64, 16, 32)
+    X = _unit(64, 16, 32, 11)
     Ws = net.init(g, 64, [32, 64, 64, 64, 64])
     fn = _loop_forward if impl == "loop-over-replicates" else (lambda W, x: net.forward(W, x).out)
     out = benchmark(fn, Ws, X)
@@ -60,30 +326,14 @@ def _autograd_grads(Ws, X, y):
     return torch.autograd.grad(loss, Wr)
 
 
-@pytest.mark.benchmark(group="loss gradients, m=256 L=3 n=32 R=8")
+@pytest.mark.benchmark(group="loss gradients, m=256 L=3 n=32 R=8 (closed form)")
 @pytest.mark.parametrize("impl", ["autograd", "closed-form"])
 def test_bench_loss_gradients(benchmark, impl):
     g = torch.Generator().manual_seed(3)
-    X = _inputs(8, 32, 16)
+    X = _unit(8, 32, 16, 12)
     Ws = net.init(g, 8, [16, 256, 256, 256])
     y = torch.ones(8, 32, dtype=torch.float64)
     fn = _autograd_grads if impl == "autograd" else (lambda W, x, t: net.loss_gradients(W, x, t)[0])
     grads = benchmark(fn, Ws, X, y)
-    ref = _autograd_grads(Ws, X, y)
-    for a, b in zip(grads, ref):
-        assert math.isclose(a.norm().item(), b.norm().item(), rel_tol=1e-10)
-
-
-@pytest.mark.benchmark(group="du2018 ResNet GD, 10 steps, m=512 H=4 n=4 R=8")
-@pytest.mark.parametrize("impl", ["dense-textbook", "factored-in-place"])
-def test_bench_du2018_gradient_descent(benchmark, impl):
-    X = du2018.as_images(_inputs(8, 4, 8, seed=4))
-    dn = du2018.make_net("resnet", X, m=512, H=4, act=kernels.get_activation("softplus"))
-    Ws, a = du2018.init(torch.Generator().manual_seed(5), 8, dn, X.shape[2])
-    y = torch.ones(8, 4, dtype=torch.float64)
-    if impl == "dense-textbook":
-        loss = benchmark(lambda: dense_gradient_descent(dn, Ws, a, X, y, 0.1, 10)["loss"])
-    else:
-        loss = benchmark(lambda: du2018.gradient_descent(dn, Ws, a, X, y, 0.1, 10, track_movement=False).loss)
-    torch.testing.assert_close(loss, dense_gradient_descent(dn, Ws, a, X, y, 0.1, 10)["loss"], rtol=1e-10,
-                               atol=0)
+    for a, b in zip(grads, _autograd_grads(Ws, X, y)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-14)
