@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..context import Context, Observation
@@ -376,3 +377,319 @@ def fake_gradient_norm(ctx: Context) -> Observation:
     fwd = net.forward(W, A, B, X)
     g2 = (net.gradient_from_losses(W, B, fwd, lv) ** 2).sum(dim=(-1, -2))
     return Observation(g2 / (lv ** 2).sum(-1).flatten(1).amax(-1), method="closed form (adjoint recursion)")
+
+
+# ---------------------------------------------------------------- Appendix A tools and Prop 6.1 (no network)
+# Closed-form probabilities (scipy) or vector-level Monte Carlo: the laws involved are chi-square, binomial and
+# Gaussian, so the exact probability is compared with the printed bound wherever it exists (catalogue §5).
+
+SCALAR = ("scalar",)
+
+
+def _unif(ctx: Context, lo: float, hi: float, log: bool = False) -> torch.Tensor:
+    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    if log:
+        return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
+    return lo + u * (hi - lo)
+
+
+def _edges(ctx: Context, x: torch.Tensor, edges: list[float]) -> torch.Tensor:
+    """The first len(edges) replicates sit exactly at the stated range's boundary values (when R allows)."""
+    x = x.clone()
+    for j, e in enumerate(edges[: x.shape[0]]):
+        x[j] = e
+    return x
+
+
+def _binom_chi2_cdf(n: int, x: np.ndarray) -> np.ndarray:
+    """P[chi^2_K <= x] with K ~ Bin(n, 1/2) (K = 0: the point mass at 0), for every x (vector): the law of
+    ||phi(g)||^2 / sigma^2, g ~ N(0, sigma^2 I_n) (Fact A.11)."""
+    from scipy import stats
+    k = np.arange(n + 1)
+    w = stats.binom.pmf(k, n, 0.5)
+    F = np.where(k[:, None] == 0, 1.0, stats.chi2.cdf(x[None, :], np.maximum(k, 1)[:, None]))
+    return (w[:, None] * F).sum(0)
+
+
+def _binom_chi2_sf(n: int, x: np.ndarray) -> np.ndarray:
+    from scipy import stats
+    k = np.arange(n + 1)
+    w = stats.binom.pmf(k, n, 0.5)
+    S = np.where(k[:, None] == 0, (x[None, :] < 0).astype(float), stats.chi2.sf(x[None, :], np.maximum(k, 1)[:, None]))
+    return (w[:, None] * S).sum(0)
+
+
+def _good_failure(m: int, p: float, q: int) -> float:
+    """P[not (N+ >= q and N- >= q)] for (N+, N-, N0) ~ Multinomial(m; p, p, 1 - 2p), exactly."""
+    from scipy import stats
+    a = np.arange(m + 1)
+    pa = stats.binom.pmf(a, m, p)
+    # given N+ = a, N- ~ Bin(m - a, p / (1 - p))
+    both = (pa * np.where(a >= q, stats.binom.sf(q - 1, m - a, p / (1 - p)), 0.0)).sum()
+    return float(max(0.0, 1.0 - both)) if both < 0.5 else float(
+        stats.binom.cdf(q - 1, m, p) * 2 - (pa * np.where(a < q, stats.binom.cdf(q - 1, m - a, p / (1 - p)), 0.0)).sum())
+
+
+_TAILS = ("A.3-upper", "A.3-lower", "A.4", "A.5-mean", "A.6", "A.7", "A.8", "A.12-one", "A.12-two", "A.13",
+          "A.15", "A.18-printed-upper", "A.18-printed-lower", "A.18-textbook")
+
+
+@QUANTITIES.register("az-tail-bound-ratio", "exact probability / printed bound for the Appendix A tail facts of "
+                     "Allen-Zhu et al. (args.which: " + ", ".join(_TAILS) + "); the continuous parameter (t, b, eps, "
+                     "alpha, t/sigma) is drawn per replicate over its stated range, boundaries included; <= 1 "
+                     "means the printed inequality holds (>= 1 for the A.18 printed lower-bound forms)",
+                     networks=SCALAR)
+def tail_bound_ratio(ctx: Context) -> Observation:
+    from scipy import stats
+    which = ctx.arg("which")
+    R = ctx.replicates
+    out = np.empty(R)
+    extras: dict[str, torch.Tensor] = {}
+    if which in ("A.3-upper", "A.3-lower"):  # chi^2_k with sigma = 1 (the law is scale-free); k from params
+        k = ctx.i("k")
+        t = _edges(ctx, _unif(ctx, 1e-3, 1e3, log=True), [1e-3, 1e3]).numpy()
+        if which == "A.3-upper":
+            lp = stats.chi2.logsf(k + 2 * np.sqrt(k * t) + 2 * t, k)
+        else:
+            x = k - 2 * np.sqrt(k * t)
+            lp = np.where(x > 0, stats.chi2.logcdf(np.maximum(x, 1e-300), k), -np.inf)
+        out = np.exp(lp + t)  # P / e^{-t}
+        extras["t"] = torch.from_numpy(t)
+    elif which == "A.4":  # |chi^2_n - n| >= n/b, b >= 1
+        n = ctx.i("n")
+        b = _edges(ctx, _unif(ctx, 1.0, 100.0, log=True), [1.0, 100.0]).numpy()
+        lp = np.logaddexp(stats.chi2.logcdf(n - n / b, n), stats.chi2.logsf(n + n / b, n))
+        out = np.exp(lp + n / (8 * b ** 2)) / 2  # in log space: both sides underflow at large n
+        extras["b"] = torch.from_numpy(b)
+    elif which == "A.5-mean":  # E[max(x^2 - log m, 0)] <= 1/sqrt(m), natural log, m log-uniform in [2, 1e9]
+        m = _edges(ctx, _unif(ctx, 2.0, 1e9, log=True), [2.0, 1e9]).numpy()
+        g = np.sqrt(np.log(m))
+        # E[(x^2 - g^2)_+] = 2 g phi(g) + 2 (1 - g^2) Phibar(g) (integration by parts; the proof prints
+        # (g^2+1) Phibar(g) - g phi(g), which is 1/2 at g = 0 where E[x^2] = 1); cross-checked by quadrature in the tests
+        ey = 2 * g * stats.norm.pdf(g) + 2 * (1 - g ** 2) * stats.norm.sf(g)
+        if ctx.arg("printed", False):
+            ey = (g ** 2 + 1) * stats.norm.sf(g) - g * stats.norm.pdf(g)
+        out = ey * np.sqrt(m)
+        extras["m"] = torch.from_numpy(m)
+    elif which in ("A.6", "A.7", "A.8"):  # ||phi(x)||, x ~ N(0, I_n): sigma = 1 wlog (scale-free)
+        n = ctx.i("n")
+        eps = _edges(ctx, _unif(ctx, 1e-3, 1.0), [1e-3, 1.0]).numpy()
+        up = _binom_chi2_sf(n, (1 + eps) ** 2 * n / 2)   # P[||phi|| >= (1+eps) sqrt(n/2)]
+        lo = _binom_chi2_cdf(n, (1 - eps) ** 2 * n / 2)  # P[||phi|| <= (1-eps) sqrt(n/2)]
+        fail = {"A.6": up, "A.7": lo, "A.8": up + lo}[which]
+        out = fail / ((2 if which == "A.8" else 1) * np.exp(-eps ** 2 * n / 100))
+        extras["eps"] = torch.from_numpy(eps)
+    elif which in ("A.12-one", "A.12-two"):  # t/sigma in (0, 1]; A.12-two: mu/sigma in [-10, 10] (0 with args.mu0)
+        t = _edges(ctx, _unif(ctx, 1e-6, 1.0), [1e-6, 1.0]).numpy()
+        if which == "A.12-one":
+            p, lo, hi = stats.norm.sf(t), 0.5 * (1 - 4 * t / 5), 0.5 * (1 - 2 * t / 3)
+        else:
+            mu = np.zeros(R) if ctx.arg("mu0", False) else _edges(ctx, _unif(ctx, -10.0, 10.0), [0.0, 10.0]).numpy()
+            p = stats.norm.sf(t - mu) + stats.norm.cdf(-t - mu)
+            lo, hi = 1 - 4 * t / 5, 1 - 2 * t / 3
+            extras["mu"] = torch.from_numpy(mu)
+        out = np.maximum(lo / p, p / hi)  # <= 1 iff lo <= P <= hi
+        extras["t"] = torch.from_numpy(t)
+    elif which in ("A.13", "A.15"):  # (alpha, c sigma): >= (1-alpha)/2 fraction on each side beyond c alpha sigma
+        m = ctx.i("m")
+        alpha = _edges(ctx, _unif(ctx, 1e-4, 0.5 - 1e-9), [1e-4, 0.5 - 1e-9]).numpy()
+        c = 5 / 16 if which == "A.13" else 1 / 4
+        q = np.ceil((1 - alpha) * m / 2 - 1e-12).astype(int)
+        out = np.array([_good_failure(m, float(stats.norm.sf(c * a)), int(qq)) for a, qq in zip(alpha, q)])
+        out = out / np.exp(-alpha ** 2 * m / 100)
+        extras["alpha"] = torch.from_numpy(alpha)
+    elif which.startswith("A.18"):  # f = mean of N iid Bernoulli(p): c_i = 1/N, sum c_i^2 = 1/N; exact binomial
+        N = ctx.i("N")
+        p = _unif(ctx, 0.05, 0.95).numpy()
+        t = _unif(ctx, 1.0 / N, 1.0).numpy()
+        lup = stats.binom.logsf(np.ceil(N * (p + t) - 1e-9) - 1, N, p)   # log P[f - Ef >= t]
+        llo = stats.binom.logcdf(np.floor(N * (p - t) + 1e-9), N, p)     # log P[f - Ef <= -t]
+        e = 2 * t ** 2 * N  # 2 t^2 / sum c_i^2; ratios in log space (exp(-e) underflows at large N)
+        if which == "A.18-printed-upper":
+            out = np.exp(lup + e)  # printed: P >= exp(-e), so the ratio should be >= 1
+        elif which == "A.18-printed-lower":
+            out = np.exp(llo - e)  # printed: P >= exp(+e)
+        elif which == "A.18-textbook":
+            out = np.exp(np.maximum(lup, llo) + e)  # <= 1 (McDiarmid / Hoeffding)
+        else:
+            raise EstimatorError(f"args.which = {which!r}")
+        extras["t"] = torch.from_numpy(t)
+    else:
+        raise EstimatorError(f"args.which = {which!r}: one of {_TAILS}")
+    return Observation(torch.from_numpy(np.asarray(out, dtype=np.float64)), extras=extras,
+                       method="exact (scipy chi2/binom/norm)")
+
+
+@QUANTITIES.register("az-truncated-squares", "Lemma A.5: sum_i max(x_i^2 - log m, 0) / (2 sqrt(m)) for x ~ N(0, I_m) "
+                     "(natural log), Monte Carlo", networks=SCALAR)
+def truncated_squares(ctx: Context) -> Observation:
+    m = ctx.i("m")
+    x = torch.randn(ctx.replicates, m, generator=ctx.generator, dtype=torch.float64)
+    y = (x ** 2 - math.log(m)).clamp_min(0).sum(-1)
+    return Observation(y / (2 * math.sqrt(m)), method="Monte Carlo")
+
+
+def _relu_norm(v: torch.Tensor, squared: bool = False) -> torch.Tensor:
+    r = torch.relu(v)
+    return (r ** 2 if squared else r).norm(dim=-1)
+
+
+@QUANTITIES.register("az-relu-norm-deviation", "Lemmas A.8-A.10 by Monte Carlo: | ||phi(v)|| / target - 1 | for "
+                     "args.which 'A.8' (v ~ N(0, sigma^2 I_n), target sqrt(n/2) sigma; args.square: phi(a) = "
+                     "max(a,0)^2 as printed in A.8), 'A.9' (v = A x, A m x n N(0, 2 sigma^2/m), target ||x|| sigma), "
+                     "'A.10' (v = sum_i A_i x_i, blocks N(0, 2 sigma_i^2/m), target (sum ||x_i||^2 sigma_i^2)^(1/2))",
+                     networks=SCALAR)
+def relu_norm_deviation(ctx: Context) -> Observation:
+    which = ctx.arg("which", "A.8")
+    R, g = ctx.replicates, ctx.generator
+    sigma = ctx.p("sigma", 1.0)
+    if which == "A.8":
+        n = ctx.i("n")
+        v = torch.randn(R, n, generator=g, dtype=torch.float64) * sigma
+        target = math.sqrt(n / 2) * sigma
+    elif which == "A.9":
+        m, n = ctx.i("m"), ctx.i("n")
+        x = torch.randn(n, generator=g, dtype=torch.float64) * 3.0  # fixed before A, arbitrary scale
+        A = torch.randn(R, m, n, generator=g, dtype=torch.float64) * math.sqrt(2 * sigma ** 2 / m)
+        v = A @ x
+        target = float(x.norm()) * sigma
+    elif which == "A.10":
+        m, k = ctx.i("m"), ctx.i("blocks", 3)
+        sizes = [1 + (j % 3) for j in range(k)]
+        sig = torch.rand(k, generator=g, dtype=torch.float64) * 2 + 0.1
+        xs = [torch.randn(s, generator=g, dtype=torch.float64) for s in sizes]
+        v = sum(torch.randn(R, m, s, generator=g, dtype=torch.float64) @ x * math.sqrt(2 * float(sg) ** 2 / m)
+                for s, x, sg in zip(sizes, xs, sig))
+        target = math.sqrt(sum(float(x.norm()) ** 2 * float(sg) ** 2 for x, sg in zip(xs, sig)))
+    else:
+        raise EstimatorError(f"args.which = {which!r}: one of A.8, A.9, A.10")
+    val = _relu_norm(v, squared=bool(ctx.arg("square", False))) / target
+    return Observation((val - 1).abs(), method="Monte Carlo")
+
+
+def _ks_stat(x: torch.Tensor, cdf) -> torch.Tensor:
+    """sqrt(N) sup_x |F_N(x) - F(x)| per row of x (R, N), evaluated at every sample point and just left of it, with
+    ties counted properly (F may have atoms, e.g. the point mass at 0 of Fact A.11; the test is then conservative)."""
+    xs, _ = x.sort(dim=-1)
+    N = x.shape[-1]
+    F = torch.as_tensor(cdf(xs.numpy()), dtype=torch.float64)
+    F_left = torch.as_tensor(cdf(np.nextafter(xs.numpy(), -np.inf)), dtype=torch.float64)
+    right = torch.searchsorted(xs, xs, right=True).to(torch.float64) / N  # F_N(x_i)
+    left = torch.searchsorted(xs, xs, right=False).to(torch.float64) / N  # F_N(x_i-)
+    d = torch.maximum((right - F).abs(), (left - F_left).abs())
+    return d.amax(-1) * math.sqrt(N)
+
+
+@QUANTITIES.register("az-fact-a11-ks", "Fact A.11: sqrt(N) x Kolmogorov-Smirnov distance of v_i = 1{<W_i, h+q> >= 0} "
+                     "<W_i, h> (W rows N(0, 2/m I_p)) from its stated law: args.part 'coords' (|v_i| half 0, half "
+                     "|N(0, 2||h||^2/m)|, N = m coordinates of one draw) or 'norm' (m||v||^2/(2||h||^2) ~ chi^2_w, w ~ "
+                     "Bin(m, 1/2), N = args.draws draws); args.q: zero, perp, random, or a multiple c of h",
+                     networks=SCALAR)
+def fact_a11_ks(ctx: Context) -> Observation:
+    from scipy import stats
+    m, p = ctx.i("m"), ctx.i("p", 8)
+    R, g = ctx.replicates, ctx.generator
+    h = torch.randn(p, generator=g, dtype=torch.float64)
+    qk = ctx.arg("q", "random")
+    if qk == "zero":
+        q = torch.zeros(p, dtype=torch.float64)
+    elif qk == "perp":
+        q = torch.randn(p, generator=g, dtype=torch.float64)
+        q = (q - (q @ h) / (h @ h) * h) * 3
+    elif qk == "random":
+        q = torch.randn(p, generator=g, dtype=torch.float64) * 2
+    else:
+        q = float(qk) * h
+    part = ctx.arg("part", "coords")
+    K = 1 if part == "coords" else int(ctx.arg("draws", 200))
+    Wr = torch.randn(R, K, m, p, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
+    v = (Wr @ (h + q) >= 0).to(torch.float64) * (Wr @ h)
+    if part == "coords":
+        z = v[:, 0].abs() * math.sqrt(m / 2) / h.norm()
+        value = _ks_stat(z, lambda x: np.where(x < 0, 0.0, 0.5 + 0.5 * (2 * stats.norm.cdf(x) - 1)))
+    elif part == "norm":
+        T = m * (v ** 2).sum(-1) / (2 * (h @ h))
+        value = _ks_stat(T, lambda x: _binom_chi2_cdf(m, np.asarray(x).ravel()).reshape(np.shape(x)))
+    else:
+        raise EstimatorError(f"args.part = {part!r}: one of coords, norm")
+    return Observation(value, method="Kolmogorov-Smirnov against the exact law")
+
+
+@QUANTITIES.register("az-decomposition", "Prop 6.1 and Lemmas E.4-E.5 (g = sqrt(1-theta^2) g1 + theta g2, g3 = theta "
+                     "g2 - (1 - sqrt(1-theta^2)) g1): args.part 'identity' max|g - g1 - g3|/max|g|; 'g3-ks' sqrt(m) "
+                     "KS distance of g3 from N(0, theta^2/m) ('very close'); 'e4c' min over k and both signs of "
+                     "P[+-u_k >= theta/(2 sqrt m) | W2] (exact given g1, variance 2/m); 'e4d' ||u||_inf 2 sqrt(m) / "
+                     "(3 theta rho); 'w2-ks' sqrt(m) KS distance of sqrt(m/2) W2 z from N(0,1) for a probe z (E.4 (a), "
+                     "E.5 with args.probe)", networks=SCALAR)
+def decomposition(ctx: Context) -> Observation:
+    from scipy import stats
+    m, R, g = ctx.i("m"), ctx.replicates, ctx.generator
+    theta = ctx.p("theta")
+    part = ctx.arg("part", "identity")
+    var = float(ctx.arg("variance", 1.0))  # Prop 6.1: 1/m; Lemma E.4: 2/m
+    s = math.sqrt(var / m)
+    g1 = torch.randn(R, m, generator=g, dtype=torch.float64) * s
+    g2 = torch.randn(R, m, generator=g, dtype=torch.float64) * s
+    c = 1 - math.sqrt(1 - theta ** 2)
+    gg = math.sqrt(1 - theta ** 2) * g1 + theta * g2
+    u = theta * g2 - c * g1  # g3 of Prop 6.1, u of Lemma E.4
+    if part == "identity":
+        val = (gg - g1 - u).abs().amax(-1) / gg.abs().amax(-1)
+    elif part == "g3-ks":
+        val = _ks_stat(u * math.sqrt(m / var) / theta, stats.norm.cdf)
+    elif part == "e4c":
+        sd = theta * s
+        thr = theta / (2 * math.sqrt(m))
+        up = stats.norm.sf(((thr + c * g1) / sd).numpy())     # P[u_k >= thr | g1]
+        dn = stats.norm.cdf(((-thr + c * g1) / sd).numpy())   # P[u_k <= -thr | g1]
+        val = torch.from_numpy(np.minimum(up, dn).min(-1))
+    elif part == "e4d":
+        rho = _expr_arg(ctx, "rho", "n * L * d * log(m)")
+        val = u.abs().amax(-1) * 2 * math.sqrt(m) / (3 * theta * rho)
+    elif part == "w2-ks":
+        # W2 z = W (I - v v^T) z + (v.z) g1 for unit z; W(I - vv^T)z ~ N(0, var/m ||(I - vv^T) z||^2 I) independent of g1
+        # (Lemma E.4: W2 = W U U^T + g1 v^T + W (I - UU^T)(I - vv^T)); the probe angle to v is args.probe in [0, 1]
+        a = float(ctx.arg("probe", 0.5))  # |<v, z>|
+        rest = torch.randn(R, m, generator=g, dtype=torch.float64) * s * math.sqrt(1 - a ** 2)
+        val = _ks_stat((rest + a * g1) / s, stats.norm.cdf)
+    else:
+        raise EstimatorError(f"args.part = {part!r}: one of identity, g3-ks, e4c, e4d, w2-ks")
+    return Observation(val, method="Monte Carlo / exact conditional law")
+
+
+@QUANTITIES.register("az-finite-table-fact", "Facts A.1/A.2 on random finite product spaces (args.which): A.1 "
+                     "Pr_X[Pr_Y[f] >= 1 - sqrt(eps)] / (1 - sqrt(eps)); A.2 Pr_X[E_Y f >= a eps/2] / (eps/2) at eps = "
+                     "Pr[f >= a] (args.nonnegative: f >= 0, else f of both signs); >= 1 means the fact holds",
+                     networks=SCALAR)
+def finite_table_fact(ctx: Context) -> Observation:
+    R, g = ctx.replicates, ctx.generator
+    a_sz, b_sz = ctx.i("nx", 6), ctx.i("ny", 6)
+    px = torch.rand(R, a_sz, generator=g, dtype=torch.float64) + 1e-3
+    px = px / px.sum(-1, keepdim=True)
+    py = torch.rand(R, b_sz, generator=g, dtype=torch.float64) + 1e-3
+    py = py / py.sum(-1, keepdim=True)
+    which = ctx.arg("which", "A.1")
+    if which == "A.1":
+        dens = torch.rand(R, 1, 1, generator=g, dtype=torch.float64)
+        f = torch.rand(R, a_sz, b_sz, generator=g, dtype=torch.float64) > dens * 0.3  # the event f(X, Y)
+        fail_y = ((~f).to(torch.float64) * py.unsqueeze(1)).sum(-1)  # Pr_Y[not f] per x
+        eps = (px * fail_y).sum(-1)
+        se = eps.sqrt()
+        good = (px * (fail_y <= se.unsqueeze(-1) * (1 + 1e-12)).to(torch.float64)).sum(-1)
+        val = good / (1 - se).clamp_min(1e-300)
+        valid = se < 1  # eps >= 1: the conclusion "Pr >= 1 - sqrt(eps) <= 0" is empty, no evidence either way
+    elif which == "A.2":
+        f = torch.rand(R, a_sz, b_sz, generator=g, dtype=torch.float64)
+        if not ctx.arg("nonnegative", True):
+            f = torch.where(torch.rand(R, a_sz, b_sz, generator=g, dtype=torch.float64) < 0.5, f,
+                            -10 * torch.rand(R, a_sz, b_sz, generator=g, dtype=torch.float64))
+        a = torch.rand(R, 1, 1, generator=g, dtype=torch.float64) * 0.9 + 0.05
+        joint = px.unsqueeze(-1) * py.unsqueeze(1)
+        eps = (joint * (f >= a).to(torch.float64)).sum(dim=(-1, -2))  # the hypothesis holds with equality
+        ey = (f * py.unsqueeze(1)).sum(-1)
+        lhs = (px * (ey >= a.squeeze(-1) * eps.unsqueeze(-1) / 2).to(torch.float64)).sum(-1)
+        val = lhs / (eps / 2).clamp_min(1e-300)
+        valid = eps > 0  # eps = 0: hypothesis and conclusion are both empty
+    else:
+        raise EstimatorError(f"args.which = {which!r}: one of A.1, A.2")
+    return Observation(val, valid=valid, method="exact on a random finite product space")
