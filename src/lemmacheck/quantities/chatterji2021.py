@@ -666,3 +666,206 @@ def net_size_ratio(ctx: Context) -> Observation:
                 size += _greedy_net(pts / pts.norm(dim=-1, keepdim=True), 0.25).shape[0]
             out[r] = size / (math.comb(p, k) * 9.0 ** k)
     return Observation(out, method=f"greedy maximal 1/4-separated sets of {cand} random candidates")
+
+
+# ===================================================== Appendix B: perturbations of one layer / of all layers
+# Lemmas B.10-B.17 hold for EVERY pair (V, W) meeting their hypotheses: V is drawn (He initialisation times
+# `scale`, or small-loss by train-then-scale), W = V + Delta with Delta on one layer l (B.10-B.16) or on all layers
+# (B.17). Delta: half Gaussian, half rank one a b^T with b = x_{l-1,s}/||x_{l-1,s}|| for a random sample s (the
+# direction that moves u_{l,s} most per unit of operator norm) and a a random unit vector or a coordinate vector
+# at a unit whose pre-activation sits inside the Huber band (0, h) (where phi' moves fastest: Lemma B.11). Its size
+# is log-uniform over [eps_min, eps_max] * (the largest size the hypotheses allow). Hypotheses that cannot be met by
+# construction (||V||, ||W|| > sqrt(L+1/2); the segment condition J_s(W~) <= 2 J_s(V), checked at 16 points) are
+# evaluated per replicate and returned as the valid mask.
+
+def _op_norm(M: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.matrix_norm(M, ord=2)
+
+
+def _perturbation(ctx: Context, Vs: list[torch.Tensor], fwd: net.Forward, layer: torch.Tensor,
+                  act: Activation) -> list[torch.Tensor]:
+    """Unit-operator-norm Delta per replicate, nonzero on layer[r] only (index 0..L)."""
+    R, n = fwd.out.shape
+    L = len(Vs) - 1
+    Ds = [torch.zeros_like(V) for V in Vs]
+    h = act.param("h")
+    for r in range(R):
+        l = int(layer[r])
+        shape = Vs[l].shape[1:]
+        s = int(torch.randint(0, n, (1,), generator=ctx.generator))
+        b = fwd.x[l][r, s]
+        # Gaussian half the time, and whenever x_{l-1,s} = 0 (every unit of a narrow layer off): no aligned direction
+        if torch.rand(1, generator=ctx.generator).item() < 0.5 or b.norm() == 0:
+            D = torch.randn(*shape, generator=ctx.generator, dtype=Vs[0].dtype)
+        else:
+            b = b / b.norm()
+            a = torch.randn(shape[0], generator=ctx.generator, dtype=b.dtype)
+            if l < L:  # a hidden layer: aim at a unit in the Huber band of sample s when there is one
+                band = torch.nonzero((fwd.u[l][r, s] > 0) & (fwd.u[l][r, s] < h)).flatten()
+                if band.numel() and torch.rand(1, generator=ctx.generator).item() < 0.5:
+                    a = torch.zeros_like(a)
+                    a[band[int(torch.randint(0, band.numel(), (1,), generator=ctx.generator))]] = 1.0
+            D = torch.outer(a / a.norm(), b)
+        Ds[l][r] = D / _op_norm(D)
+    return Ds
+
+
+def _per_sample_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.softplus(-net.margins(out, y))
+
+
+def _segment_ok(Vs, Ds, X, y, act, J0: torch.Tensor, points: int = 16, factor: float = 2.0) -> torch.Tensor:
+    """J_s(V + t D) <= factor J_s(V) for all s at t = 1/points .. 1 (the convex-combination hypothesis)."""
+    ok = torch.ones(X.shape[0], dtype=torch.bool)
+    for t in torch.linspace(1.0 / points, 1.0, points).tolist():
+        Jt = _per_sample_loss(net.forward([v + t * d for v, d in zip(Vs, Ds)], X, act).out, y)
+        ok &= (Jt <= factor * J0 * (1 + 1e-12)).all(-1)
+    return ok
+
+
+def _sample_gradients(Vs, X, y, act):
+    """Per-sample loss gradients grad J_s = -y_s g_s grad f_s, per layer (R, n, *shape), with the forward pass."""
+    fwd = net.forward(Vs, X, act)
+    deltas, _ = net.backward(Vs, fwd)
+    c = (-y * net.g_weights(fwd.out, y))
+    return [c[..., None, None] * G for G in net.output_gradients(fwd, deltas)], fwd, deltas
+
+
+PERTURBATION_PARTS = ("b10-u-norm", "b10-x-norm", "b10-u-diff", "b10-x-diff", "b11", "b12", "b13", "b14", "b15", "b16",
+                      "b17")
+
+
+@QUANTITIES.register("chatterji2021-perturbation-ratio", "Lemmas B.10-B.17 as LHS/RHS (<= 1) for V and W = V + Delta "
+                     "(one layer; all layers for b17), max over samples, layers j and (B.14-B.16) differentiated layers "
+                     "k; args.part one of " + ", ".join(PERTURBATION_PARTS) + "; hypotheses per replicate in the valid "
+                     "mask", networks=NET)
+def perturbation_ratio(ctx: Context) -> Observation:
+    part = str(ctx.arg("part", "b10-u-diff"))
+    if part not in PERTURBATION_PARTS:
+        raise EstimatorError(f"args.part = '{part}': expected one of {PERTURBATION_PARTS}")
+    X, y, act, Vs, ok = _problem(ctx)
+    L, p, R = ctx.i("L"), ctx.i("p"), X.shape[0]
+    h = float(ctx.p("h"))
+    fwd = net.forward(Vs, X, act)
+    nV = net.collective_norm(Vs)
+    lo_layer = 1 if part == "b11" else 0  # B.11 perturbs a hidden layer (l in [L])
+    layer = torch.randint(lo_layer, L + 1, (R,), generator=ctx.generator) if part != "b17" else torch.zeros(R, dtype=torch.long)
+    if part == "b17":
+        Ds = [torch.randn(V.shape, generator=ctx.generator, dtype=V.dtype) for V in Vs]
+        unit = net.collective_norm(Ds)
+        Ds = [D / unit.reshape(-1, 1, 1) for D in Ds]  # unit collective norm
+    else:
+        Ds = _perturbation(ctx, Vs, fwd, layer, act)
+    # size: the largest the hypotheses allow, times a log-uniform factor in [eps_min, 1]
+    if part in ("b12", "b14", "b15"):
+        cap = 1 / nV ** (L + 1)
+    elif part in ("b13", "b16"):
+        size_of_unit = net.collective_norm(Ds)  # ||Delta||_F for ||Delta||_op = 1
+        cap = torch.minimum(torch.ones_like(nV), nV / (2 * (L + 1) * size_of_unit))
+    elif part == "b17":
+        cap = nV / (6 * L + 10)
+    else:
+        cap = torch.ones_like(nV)
+    eps = cap * _log_uniform(ctx, float(ctx.arg("eps_min", 1e-6)), 1.0, R)
+    Ds = [D * eps.reshape(-1, 1, 1) for D in Ds]
+    Ws = [v + d for v, d in zip(Vs, Ds)]
+    fwdW = net.forward(Ws, X, act)
+    nW = net.collective_norm(Ws)
+    valid = ok & (nV > math.sqrt(L + 0.5)) & (nW > math.sqrt(L + 0.5))
+    dop = torch.stack([_op_norm(D) for D in Ds], -1).amax(-1)  # ||V_l - W_l||_op (one nonzero layer)
+    dfro = net.collective_norm(Ds)
+    J0 = _per_sample_loss(fwd.out, y)
+    extras = {"norm_V": nV, "eps": eps, "layer": layer.to(torch.float64)}
+
+    def per_layer_max(vals: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack([v.amax(-1) for v in vals], -1).amax(-1)
+
+    if part.startswith("b10") or part == "b11":
+        uV, uW = fwd.u + [fwd.out.unsqueeze(-1)], fwdW.u + [fwdW.out.unsqueeze(-1)]
+        if part == "b10-u-norm":
+            val = per_layer_max([u.norm(dim=-1) for u in uV]) / nV ** (L + 1)
+        elif part == "b10-x-norm":
+            val = per_layer_max([x.norm(dim=-1) for x in fwd.x]) / nV ** (L + 1)
+        elif part == "b10-u-diff":
+            val = per_layer_max([(a - b).norm(dim=-1) for a, b in zip(uV, uW)]) / (dop * nV ** (L + 1))
+        elif part == "b10-x-diff":
+            val = per_layer_max([(a - b).norm(dim=-1) for a, b in zip(fwd.x, fwdW.x)]) / (dop * nV ** (L + 1))
+        else:
+            val = per_layer_max([(a - b).abs().amax(-1) for a, b in zip(fwd.dphi, fwdW.dphi)]) / (dop * nV ** (L + 1) / h)
+        return Observation(val, valid=valid, extras=extras, method="rank-one aligned and Gaussian one-layer perturbations")
+    if part == "b17":
+        ok_path = torch.ones(R, dtype=torch.bool)
+        for j in range(L + 1):  # T(j) -> T(j+1) swaps layer j+1 (index j)
+            Tj = [w if i < j else v for i, (v, w) in enumerate(zip(Vs, Ws))]
+            Dj = [d if i == j else torch.zeros_like(d) for i, d in enumerate(Ds)]
+            Jj = _per_sample_loss(net.forward(Tj, X, act).out, y)
+            ok_path &= _segment_ok(Tj, Dj, X, y, act, Jj, points=8) & (Jj <= 2 * J0 * (1 + 1e-12)).all(-1)
+        gV, _, _ = net.loss_gradients(Vs, X, y, act)
+        gW, _, _ = net.loss_gradients(Ws, X, y, act)
+        diff = net.collective_norm([a - b for a, b in zip(gV, gW)])
+        J = J0.mean(-1)
+        val = diff / (256 * (L + 1) * math.sqrt(p) * J * nV ** (3 * L + 5) * dfro / h)
+        return Observation(val, valid=valid & ok_path & (h <= 1), extras=extras, method="Gaussian all-layer perturbations")
+    seg = _segment_ok(Vs, Ds, X, y, act, J0)
+    if part == "b12":
+        gdiff = (net.g_weights(fwd.out, y) - net.g_weights(fwdW.out, y)).abs()
+        val = (gdiff / (2 * J0 * (dop * nV ** (L + 1))[:, None])).amax(-1)
+        return Observation(val, valid=valid & seg & (dop * nV ** (L + 1) <= 1 + 1e-12), extras=extras,
+                           method="rank-one aligned and Gaussian one-layer perturbations")
+    hyp13 = valid & seg & (dop <= 1 + 1e-12) & (dfro <= nV / (2 * (L + 1)) * (1 + 1e-12)) & (h <= 1)
+    if part == "b13":
+        gV, _, _ = _sample_gradients(Vs, X, y, act)
+        gW, _, _ = _sample_gradients(Ws, X, y, act)
+        diff = torch.stack([(a - b).flatten(2).pow(2).sum(-1) for a, b in zip(gV, gW)], -1).sum(-1).sqrt()  # (R, n)
+        val = (diff / (64 * math.sqrt((L + 1) * p) * J0 * (nV ** (3 * L + 5) * dfro / h)[:, None])).amax(-1)
+        return Observation(val, valid=hyp13, extras=extras, method="per-sample closed-form gradients")
+    # B.14-B.16: the three terms of the proof of B.13 for each hidden layer k (rank one: products of vector norms)
+    gW = net.g_weights(fwdW.out, y)
+    gV = net.g_weights(fwd.out, y)
+    mixed, _ = net.backward(Vs[:-1] + [Ws[-1]], fwd)  # Sigma^V_k prod V_j^T Sigma^V_j W_{L+1}^T
+    dV, _ = net.backward(Vs, fwd)
+    dW, _ = net.backward(Ws, fwdW)
+    vals = []
+    for k in range(L):
+        if part == "b14":
+            xi = gW * mixed[k].norm(dim=-1) * (fwdW.x[k] - fwd.x[k]).norm(dim=-1)
+            rhs = 4 * J0 * (dop * nV ** (2 * (L + 1)))[:, None]
+        elif part == "b15":
+            xi = (gW[..., None] * mixed[k] - gV[..., None] * dV[k]).norm(dim=-1) * fwd.x[k].norm(dim=-1)
+            rhs = 4 * J0 * (nV ** (3 * (L + 1)) * dop)[:, None]
+        else:
+            xi = gW * (dW[k] - mixed[k]).norm(dim=-1) * fwdW.x[k].norm(dim=-1)
+            rhs = 56 * J0 * (nV ** (3 * L + 5) * dfro / h)[:, None]
+        vals.append((xi / rhs).amax(-1))
+    return Observation(torch.stack(vals, -1).amax(-1), valid=hyp13, extras=extras,
+                       method="exact rank-one norms under one-layer perturbations")
+
+
+@QUANTITIES.register("chatterji2021-small-loss-norm", "Lemma B.5: ||V|| / sqrt(L+1) (args.form 'statement', > 1) or "
+                     "||V|| / (sqrt(L+1) log^{1/(L+1)}(n^{1+24L}/4)) (args.form 'proof', > 1) over V with "
+                     "J(V) <= 2/n^{1+24L} (others not valid)", networks=NET)
+def small_loss_norm(ctx: Context) -> Observation:
+    X, y, act, Vs, ok = _problem(ctx)
+    L, n = ctx.i("L"), X.shape[1]
+    logJ = net.log_loss(net.forward(Vs, X, act).out, y)
+    nV = net.collective_norm(Vs)
+    val = nV / math.sqrt(L + 1)
+    if str(ctx.arg("form", "statement")) == "proof":
+        val = val / (-net.log_threshold(n, L) - math.log(4)) ** (1 / (L + 1))
+    valid = ok & (logJ <= math.log(2) + net.log_threshold(n, L))
+    return Observation(val, valid=valid, extras={"log_J": logJ, "norm_V": nV},
+                       method=f"weights = {ctx.arg('weights', 'init')}")
+
+
+@QUANTITIES.register("chatterji2021-layer-alignment-ratio", "Lemma B.18: min over l in [L] of (grad_{V_l} J . (-V_l)) / "
+                     "((1/n) sum_s g_s [y_s f_s - sqrt(p) h ||V||^L / (2 L^{L/2-1})]) (>= 1) under Lemma 4.5's "
+                     "conditions (J < n^{-(1+24L)}, h <= h_max)", networks=NET)
+def layer_alignment_ratio(ctx: Context) -> Observation:
+    _X, y, _act, Vs, grads, fwd, logJ, nV, hyp = _small_loss_state(ctx)
+    L, p, h = ctx.i("L"), ctx.i("p"), float(ctx.p("h"))
+    g = net.g_weights(fwd.out, y)
+    rhs = (g * (net.margins(fwd.out, y) - (math.sqrt(p) * h * nV ** L / (2 * L ** (L / 2 - 1)))[:, None])).mean(-1)
+    lhs = torch.stack([-(G * V).flatten(1).sum(1) for G, V in zip(grads[:-1], Vs[:-1])], -1)  # (R, L)
+    val = (lhs / rhs[:, None]).amin(-1)
+    return Observation(val, valid=hyp & (rhs > 0), extras={"log_J": logJ, "norm_V": nV},
+                       method=f"closed-form gradient; weights = {ctx.arg('weights', 'init')}")
