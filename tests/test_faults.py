@@ -1,0 +1,179 @@
+"""Fault injection: workers killed mid-shard (process pool, Dask), a whole run SIGKILLed at several moments
+and resumed, a configuration too large for the machine's memory. In every case the store ends with exactly the
+shards of an uninterrupted run, each once, with identical values."""
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_claims import write_fault_claim
+
+from lemmacheck.claims import load_claims
+from lemmacheck.errors import LemmacheckError
+from lemmacheck.runner import evaluate, run_claims
+from lemmacheck.store import Store
+
+
+def _values(db: Path, run_id: int | None = None) -> dict[tuple[int, int], list[float]]:
+    """Every stored shard's values, keyed (config, shard); asserts no shard is stored twice."""
+    con = sqlite3.connect(db)
+    rid = run_id or con.execute("SELECT max(run_id) FROM runs").fetchone()[0]
+    rows = con.execute("SELECT config_index, shard_index, value FROM shards WHERE run_id=?", (rid,)).fetchall()
+    con.close()
+    out = {(a, b): np.frombuffer(v, dtype="<f8").tolist() for a, b, v in rows}
+    assert len(out) == len(rows)
+    return out
+
+
+def _reference(claims_dir: Path, db: Path) -> dict[tuple[int, int], list[float]]:
+    claims, errors = load_claims([claims_dir])
+    assert not errors
+    store = Store(db)
+    run_claims(claims, store, paths=[str(claims_dir)])
+    store.close()
+    return _values(db)
+
+
+def test_worker_killed_mid_shard_in_the_process_pool_is_rerun(tmp_path):
+    marker = tmp_path / "killed"
+    claims_dir = write_fault_claim(tmp_path, "test-fault-pool", configs=3, kill_at=1, marker=str(marker))
+    claims, _ = load_claims([claims_dir])
+    store = Store(tmp_path / "pool.db")
+    rid = run_claims(claims, store, workers=2, paths=["x"])
+    assert marker.exists(), "the worker was not killed: the test proves nothing"
+    assert store.run_info(rid)["finished"]
+    got = _values(tmp_path / "pool.db")
+    # the same claim without the kill, in this process: the same shards, each once, the same draws
+    write_fault_claim(tmp_path, "test-fault-pool", configs=3)
+    assert got == _reference(claims_dir, tmp_path / "ref.db")
+    assert len(got) == 3 * 4
+
+
+def test_worker_killed_mid_shard_on_dask_is_rerun(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from lemmacheck.cluster import DaskExecutor
+
+    marker = tmp_path / "killed"
+    claims_dir = write_fault_claim(tmp_path, "test-fault-dask", configs=2, kill_at=0, marker=str(marker))
+    claims, _ = load_claims([claims_dir])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        ex = DaskExecutor(client)
+        store = Store(tmp_path / "dask.db")
+        run_claims(claims, store, executor=ex, paths=["x"])
+    assert marker.exists(), "the worker was not killed: the test proves nothing"
+    write_fault_claim(tmp_path, "test-fault-dask", configs=2)
+    assert _values(tmp_path / "dask.db") == _reference(claims_dir, tmp_path / "ref.db")
+
+
+def test_a_shard_that_keeps_killing_its_worker_is_refused_with_a_message(tmp_path, monkeypatch):
+    """A borrowed executor cannot be restarted; the shard's repeated deaths end the run with a clear error and the
+    completed shards kept (an InProcessExecutor stands in for a pool whose worker dies every time)."""
+    import concurrent.futures as cf
+
+    from lemmacheck import runner
+
+    claims_dir = write_fault_claim(tmp_path, "test-fault-always", configs=2)
+    claims, _ = load_claims([claims_dir])
+    real = runner.execute_shard
+
+    def dying(task, device="cpu"):
+        if task.config_index == 1:
+            raise cf.process.BrokenProcessPool("worker died")
+        return real(task, device)
+
+    monkeypatch.setattr(runner, "execute_shard", dying)
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(LemmacheckError, match=r"died 3 times running fault/fact-1/draws config \{'k': 1, .* shard 0"):
+        run_claims(claims, store, executor=runner.InProcessExecutor(), paths=["x"])
+    assert set(_values(tmp_path / "s.db")) == {(0, k) for k in range(4)}  # config 0's shards are all kept
+
+
+def _cli(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    env = {**os.environ, "LEMMACHECK_PROGRESS_INTERVAL": "3600"}
+    return subprocess.Popen([sys.executable, "-m", "lemmacheck.cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _stored(db: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM shards").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0  # not created yet (or its schema not yet written)
+
+
+def test_run_sigkilled_at_several_moments_then_resumed_equals_an_uninterrupted_run(tmp_path):
+    claims_dir = write_fault_claim(tmp_path, "test-fault-resume", configs=4, replicates=8, shard_size=2,
+                                   sleep=0.05)
+    db = tmp_path / "killed.db"
+    rng = random.Random(16)
+    total = 4 * 4
+    # three SIGKILLs of one run: right after start (maybe during start-up), then after a random number of
+    # stored shards each time; every restart is `--resume`
+    targets = [None, *sorted(rng.sample(range(1, total - 1), 2))]
+    kills = 0
+    for target in targets:
+        proc = _cli("run", str(claims_dir), "--db", str(db), "--resume", cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        if target is None:
+            time.sleep(rng.uniform(0.1, 1.0))
+        else:
+            while _stored(db) < target and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate(timeout=60)
+    assert kills >= 2 and _stored(db) < total, "the run finished before it could be killed"
+    proc = _cli("run", str(claims_dir), "--db", str(db), "--resume", "--json", "-", cwd=tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    resumed = json.loads(out)
+    ref = _reference(claims_dir, tmp_path / "ref.db")
+    assert _values(db) == ref and len(ref) == total
+    # and the verdict read from the store is the uninterrupted run's, configuration by configuration
+    claims, _ = load_claims([claims_dir])
+    ref_res = evaluate(Store(tmp_path / "ref.db", readonly=True), 1, claims)[0]
+    assert [c["violations"] for c in resumed["claims"][0]["configs"]] == [c.violations for c in ref_res.configs]
+    assert [c["slack_min"] for c in resumed["claims"][0]["configs"]] == [c.slack_min for c in ref_res.configs]
+
+
+def test_a_configuration_needing_more_memory_than_available_is_refused_up_front(tmp_path):
+    claims_dir = write_fault_claim(tmp_path, "test-fault-memory", configs=2)
+    env = {**os.environ, "LEMMACHECK_MEMORY_LIMIT": "10"}  # 10 bytes: every configuration is too large
+    db = tmp_path / "m.db"
+    proc = subprocess.run([sys.executable, "-m", "lemmacheck.cli", "run", str(claims_dir), "--db", str(db)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    line = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert len(line) == 1 and "needs about" in line[0] and "GiB per shard" in line[0] and "nothing was run" in line[0]
+    assert _stored(db) == 0
+
+
+def test_memory_estimate_uses_a_declared_estimate(tmp_path, monkeypatch):
+    from lemmacheck import runner
+    from lemmacheck.registry import QUANTITIES
+
+    claims_dir = write_fault_claim(tmp_path, "test-fault-memdecl", configs=1)
+    claim = load_claims([claims_dir])[0][0]
+    entry = QUANTITIES.get("test-fault-memdecl")
+    floor = runner.memory_estimate(claim, {"k": 0}, 10)
+    assert floor == 2 * 10 * 1 * (1 + 1) * 8  # R x n x (max(m, d) + d) float64, twice: n = m = d = 1 here
+    monkeypatch.setitem(entry.extra, "memory", lambda values, reps, itemsize: reps * 2**40)
+    assert runner.memory_estimate(claim, {"k": 0}, 10) == 10 * 2**40
+    monkeypatch.setenv("LEMMACHECK_MEMORY_LIMIT", str(2**40))
+    with pytest.raises(LemmacheckError, match=r"needs about 2\.05e\+03 GiB per shard \(2 replicates\) but 1\.02e\+03 GiB"):
+        run_claims([claim], Store(":memory:"), paths=["x"])
