@@ -265,6 +265,8 @@ class Trajectory:
     grad_sq: torch.Tensor  # (R, T+1): ‖∇J_t‖²
     displacement: list[torch.Tensor]  # D_T = V^{(T+1)} − V^{(1)}, kept separately (compensated)
     weights: list[torch.Tensor]  # V^{(1)} + D_T rounded to float64
+    norm_sq_change: torch.Tensor | None = None  # (R, T+1): ‖V^{(t)}‖² − ‖V^{(1)}‖² = 2 V^{(1)}·D_t + ‖D_t‖², exact to
+    # float64 relative precision of the CHANGE (‖V^{(t)}‖ itself rounds the change away at tiny steps)
 
 
 def gradient_descent(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, act: Activation,
@@ -281,18 +283,21 @@ def gradient_descent(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, a
     m1 = margins(fwd1.out, y)
     J1 = loss(fwd1.out, y)
     D = [torch.zeros_like(v) for v in Vs]
-    logs, rels, drops, norms, gsq = [], [], [], [], []
-    prev_m = m1
+    logs, rels, drops, norms, gsq, nsq = [], [], [], [], [], []
+    prev_rel = torch.zeros_like(J1)
     for t in range(steps + 1):
         V = [v + d for v, d in zip(Vs, D)]
-        m = m1 + y * forward_difference(Vs, D, X, act, fwd1) if t else m1
-        rel = margin_loss_change(m1, m - m1) / J1
+        nsq.append(2 * inner(Vs, D) + collective_norm(D) ** 2)
+        # The margin change is kept as a difference: m1 + dm would round it to ulp(m1) (~1e-15 relative at margins
+        # ~30), which is the size of a whole step at alpha_max.
+        dm = y * forward_difference(Vs, D, X, act, fwd1) if t else torch.zeros_like(m1)
+        rel = margin_loss_change(m1, dm) / J1
         rels.append(rel)
         logs.append(torch.log(J1) + torch.log1p(rel))
         norms.append(collective_norm(V))
         if t:
-            drops.append(-margin_loss_change(prev_m, m - prev_m))
-        prev_m = m
+            drops.append(J1 * (prev_rel - rel))  # two accurate small changes: no cancellation against J
+        prev_rel = rel
         grads, _, _ = loss_gradients(V, X, y, act)
         gsq.append(collective_norm(grads) ** 2)
         if t == steps:
@@ -300,7 +305,8 @@ def gradient_descent(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, a
         D = [d - a.reshape(-1, 1, 1) * g for d, g in zip(D, grads)]
     empty = torch.zeros(R, 0, dtype=X.dtype)
     return Trajectory(torch.stack(logs, 1), torch.stack(rels, 1), torch.stack(drops, 1) if drops else empty,
-                      torch.stack(norms, 1), torch.stack(gsq, 1), D, [v + d for v, d in zip(Vs, D)])
+                      torch.stack(norms, 1), torch.stack(gsq, 1), D, [v + d for v, d in zip(Vs, D)],
+                      torch.stack(nsq, 1))
 
 
 def train_then_scale(Vs: list[torch.Tensor], X: torch.Tensor, y: torch.Tensor, act: Activation, *,

@@ -303,7 +303,9 @@ def init_output_magnitude(ctx: Context) -> Observation:
 # ------------------------------------------------------------------------------------------------ trajectories
 
 @QUANTITIES.register("chatterji2021-gd-loss-ratio", "Theorem 3.1: max over t <= T of J_t (Q (t-1) + 1) / J_1 along GD "
-                     "with alpha = kappa * alpha_max(h), Q = Q~(alpha), from a small-loss V^(1) (<= 1)", networks=NET)
+                     "with alpha = kappa * alpha_max(h), Q = Q~(alpha), from a small-loss V^(1) (<= 1); args.statistic "
+                     "'normalised-margin' (I2, Lemma 4.7), 'normalised-margin-step', 'step-size' (I3, Lemma 4.8), "
+                     "'rate-t33' (Theorem 3.3 (2), explicit form) along the same trajectory", networks=NET)
 def gd_loss_ratio(ctx: Context) -> Observation:
     X, y, act, Vs, ok = _problem(ctx)
     L, p, n, T = ctx.i("L"), ctx.i("p"), X.shape[1], ctx.i("T")
@@ -318,8 +320,41 @@ def gd_loss_ratio(ctx: Context) -> Observation:
         tr = net.gradient_descent(Vs, X, y, act, alpha, T)
     t = torch.arange(T + 1, dtype=X.dtype)  # index k holds t = k + 1
     rel = tr.rel_change  # J_t / J_1 − 1, accurate although each step is below float64 resolution of V
-    value = ((1 + rel) * (Q.unsqueeze(-1) * t + 1))[:, 1:].amax(-1)  # t = 1 is equality by definition
     hyp = ok & (logJ1 < net.log_threshold(n, L)) & (h < net.h_max(logJ1, n1, L, p))
+    stat = str(ctx.arg("statistic", "loss"))
+    # Each inequality is compared in log form, d_t = log LHS_t - log RHS_t, divided by the size of the loss change
+    # itself, scale = max_t |log(J_t/J_1)| (~1e-14 at L = 1): value = 1 + d/scale (<= 1 iff d <= 0 for the upper
+    # bounds; >= 1 iff d >= 0 for the lower ones). Without this the comparison would happen at 1 + 1e-14 against a
+    # relative tolerance of 1e-12 and could not fail. Trajectories whose loss did not move in float64 (scale = 0,
+    # L >= 2 at alpha_max) carry no evidence and are not valid.
+    log_rel = torch.log1p(rel)  # log(J_t / J_1), exact to the relative precision of the change
+    scale = log_rel.abs().amax(-1)
+    hyp = hyp & (scale > 0)
+    scale = scale.clamp_min(1e-300).unsqueeze(-1)
+    # log(r_t / r_1), r_t = log(1/J_t)/||V^(t)||^L (I2), from the exact changes of log J and of ||V||^2
+    log_r = (torch.log1p(log_rel / logJ1.unsqueeze(-1))
+             - (L / 2) * torch.log1p(tr.norm_sq_change / n1.unsqueeze(-1) ** 2))
+    if stat == "loss":  # (I1) / Theorem 3.1 / Lemma 4.6: J_t (Q(t-1) + 1) / J_1 <= 1
+        d = log_rel + torch.log1p(Q.unsqueeze(-1) * t)
+        value = 1 + (d[:, 1:] / scale).amax(-1)  # t = 1 is equality by definition
+    elif stat == "normalised-margin":  # (I2) / Lemma 4.7: r_t >= r_1
+        value = 1 + (log_r[:, 1:] / scale).amin(-1)
+    elif stat == "normalised-margin-step":  # the proof's per-step form r_{t+1} >= r_t
+        value = 1 + ((log_r[:, 1:] - log_r[:, :-1]) / scale).amin(-1)
+    elif stat == "step-size":  # (I3) / Lemma 4.8: alpha J_t 1024 (L+1)^2 p ||V^(t)||^{3L+5} / h <= 1
+        # at t = 1 the product is alpha/a_1 with a_1 the first term of (3b): log(alpha/a_1) = log kappa + min(0, ...)
+        a1 = h / (1024 * (L + 1) ** 2 * p * torch.exp(logJ1) * n1 ** (3 * L + 5))
+        log_i3_1 = torch.log(alpha / a1).clamp_max(math.log(float(ctx.p("kappa", 1.0))))
+        d = log_i3_1.unsqueeze(-1) + log_rel + (3 * L + 5) / 2 * torch.log1p(tr.norm_sq_change / n1.unsqueeze(-1) ** 2)
+        value = 1 + (d / scale).amax(-1)
+    elif stat == "rate-t33":  # Theorem 3.3 (2), the proof's explicit form, with V^(T+1) := V^(1): k = t - T - 1
+        k = t[1:]
+        log_bound = (math.log(50) + (3 * L + 7) / 2 * math.log(L) + 2 * math.log(L + 1) + (2 * L + 5) * math.log(6 * p)
+                     + net.log_threshold(n, L) - torch.log(k))
+        value = torch.exp((tr.log_loss[:, 1:] - log_bound).amax(-1))
+    else:
+        raise EstimatorError(f"args.statistic = '{stat}': expected loss, normalised-margin, normalised-margin-step, "
+                             "step-size or rate-t33")
     return Observation(value, valid=hyp, extras={"alpha": alpha, "Q": Q, "log_J1": logJ1,
                                                  "final_rel_change": rel[:, -1]},
                        method="full-batch GD, compensated (V^(1) + D_t, outputs by difference propagation)")
