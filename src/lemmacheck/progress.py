@@ -77,8 +77,14 @@ class Progress:
     def _open_bar(self) -> None:
         from tqdm import tqdm
 
+        try:
+            cols = os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            cols = 0
+        # a terminal that reports no width (a fresh pty, some CI containers) would get an empty bar
+        size = {"dynamic_ncols": True} if cols > 0 else {"ncols": 100, "nrows": 24}
         self._bar = tqdm(total=self.total, initial=0, desc=self.label, unit=self.unit, file=self.stream,
-                         dynamic_ncols=True, leave=True, mininterval=0.2)
+                         leave=True, mininterval=0.2, **size)
 
     def _line(self) -> None:
         self._lined = self.done
