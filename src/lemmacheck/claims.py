@@ -34,7 +34,7 @@ PAPER_FILE = "_paper.toml"  # a claims folder's paper: citation and the list of 
 
 _TOP_FIELDS = {
     "id", "paper", "result", "title", "statement", "kind", "network", "inputs", "params", "check",
-    "profiles", "notes", "expect", "finding", "infeasible", "reading", "variant_of",
+    "profiles", "notes", "expect", "finding", "infeasible", "reading", "variant_of", "edges_skipped",
 }
 _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
@@ -297,6 +297,15 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     params = {}
     for name, spec in (raw.get("params") or {}).items():
         params[name] = _parse_param(name, spec, path)
+    skipped = raw.get("edges_skipped", {})
+    if not isinstance(skipped, dict):
+        raise ClaimError(path, "edges_skipped", "expected a table of reasons", '`edges_skipped = { m = "why" }`')
+    for k, v in skipped.items():
+        if k not in params:
+            raise ClaimError(path, f"edges_skipped.{k}", f"'{k}' is not a declared parameter", f"one of {sorted(params)}")
+        if not isinstance(v, str) or not v.strip():
+            raise ClaimError(path, f"edges_skipped.{k}", "expected the reason the full profile does not reach the "
+                             "edges of this parameter, as a non-empty string")
     if infeasible:
         if expect != "infeasible":
             raise ClaimError(path, "expect", "an infeasible claim can only expect 'infeasible'")
@@ -364,9 +373,14 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         raise ClaimError(path, "check.dtype", f"'{dtype}' unsupported", "float64 or float32")
     # Which per-configuration statistic of log Ĉ a scaling fit tracks. A claim for every draw ("always") is
     # about the worst draw: the largest Ĉ for an upper bound, the smallest for a lower one. A claim with
-    # probability 1 - δ defaults to the typical draw (mean of log Ĉ).
+    # probability 1 - δ (or whp) is about its stated tail: the 1 - δ quantile of Ĉ (δ for a lower bound). The
+    # typical draw (mean-log) can stay flat while that tail grows, so it is only an explicit choice whose
+    # reason the notes give.
     worst = "max-log" if relation in ("<=", "<") else "min-log"
-    statistic = check_raw.get("statistic", worst if prob == "always" else "mean-log")
+    statistic = check_raw.get("statistic", worst if prob == "always" else "tail-log")
+    if statistic == "mean-log" and constants and "mean-log" not in str(raw.get("notes", "")):
+        raise ClaimError(path, "check.statistic", "mean-log tracks the typical draw, not the stated tail",
+                         "use tail-log (the default), or say in `notes` why mean-log (name it) is the right reading")
     if statistic not in ("mean-log", "max-log", "min-log", "tail-log"):
         raise ClaimError(path, "check.statistic", f"'{statistic}' unsupported",
                          "mean-log, tail-log (the stated 1 - delta tail), max-log or min-log")
@@ -564,6 +578,46 @@ def result_label_warnings(claims: list[Claim]) -> list[str]:
                                                 for r in paper.results):
             out.append(f"{c.source}: field 'result': '{c.result}' is not among the results listed in "
                        f"{paper.source} (fix: use the paper's label verbatim, or add it to that file's `results`)")
+    return out
+
+
+def edges(claim: Claim) -> list[tuple[str, str, float]]:
+    """(parameter, "min"/"max", value): the boundary of every declared parameter domain."""
+    out = []
+    for name, p in claim.params.items():
+        lo, hi = (min(p.values), max(p.values)) if p.values is not None else (p.low, p.high)
+        assert lo is not None and hi is not None
+        out.append((name, "min", lo))
+        if hi != lo:
+            out.append((name, "max", hi))
+    return out
+
+
+def missed_edges(claim: Claim, profile: str = "full", seed: int = 0) -> list[tuple[str, str, float]]:
+    """Declared edges that no configuration of the profile (its configs and grid, and the configurations its
+    `explore` draws at run seed `seed`) reaches, and that the claim's `edges_skipped` does not explain."""
+    if claim.check is None:
+        return []
+    from .runner import _crc, explore_configs
+
+    prof = claim.profiles[profile]
+    cfgs = list(prof.configs)
+    if prof.explore:
+        cfgs += explore_configs(claim, prof.explore, seed ^ _crc(claim.id))
+    skipped = claim.raw.get("edges_skipped", {})
+    return [(name, end, v) for name, end, v in edges(claim) if name not in skipped
+            and not any(math.isclose(c[name], v, rel_tol=1e-9, abs_tol=1e-12) for c in cfgs)]
+
+
+def edge_warnings(claims: list[Claim]) -> list[str]:
+    """One line per claim whose full profile never reaches an edge of a declared parameter without saying why."""
+    out = []
+    for c in claims:
+        miss = missed_edges(c)
+        if miss:
+            out.append(f"{c.source}: field 'profiles.full': never reaches the declared edge(s) "
+                       + ", ".join(f"{n} = {v:g} ({end})" for n, end, v in miss)
+                       + " (fix: add configurations there, or say why in `edges_skipped = { name = \"reason\" }`)")
     return out
 
 

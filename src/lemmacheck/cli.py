@@ -87,6 +87,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.workers < 1:
         raise LemmacheckError(f"--workers {a.workers}: expected 1 or more (1 runs in this process)")
     claims, errors = _load(a.paths)
+    if a.profile == "full":  # the full profile must reach every declared edge, or the claim says why
+        from .claims import edge_warnings
+
+        for w in edge_warnings(claims):
+            _err(f"warning: {w}")
     Path(a.db).parent.mkdir(parents=True, exist_ok=True)
     store = Store(a.db)
     paths = sorted(str(Path(p)) for p in (a.paths or ["claims"]))
