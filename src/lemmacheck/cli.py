@@ -78,6 +78,17 @@ def _find_claim(claim_id: str, roots: list[str]):
     raise LemmacheckError(f"no claim with id '{claim_id}' under {roots}")
 
 
+def _use_device(device: str) -> None:
+    """`--device`: shards run there (runner.current_device reads it; worker processes inherit it)."""
+    if device != "cpu":
+        import torch
+
+        if not device.startswith("cuda") or not torch.cuda.is_available():
+            raise LemmacheckError(f"--device {device}: no such device here (torch {torch.__version__}, CUDA "
+                                  f"{'available' if torch.cuda.is_available() else 'not available'}); use cpu or cuda[:N]")
+    os.environ["LEMMACHECK_DEVICE"] = device
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     from .progress import RunProgress
     from .runner import evaluate, run_claims
@@ -86,6 +97,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     if a.workers < 1:
         raise LemmacheckError(f"--workers {a.workers}: expected 1 or more (1 runs in this process)")
+    _use_device(a.device)
     claims, errors = _load(a.paths)
     if a.profile == "full":  # the full profile must reach every declared edge, or the claim says why
         from .claims import edge_warnings
@@ -165,6 +177,7 @@ def cmd_repro(a: argparse.Namespace) -> int:
     from .runner import repro
     from .summary import claim_json, failure_text
 
+    _use_device(a.device)
     claim = _find_claim(a.id, a.claims)
     if claim.check is None:
         raise LemmacheckError(f"{claim.id} is infeasible ({claim.infeasible}): nothing to reproduce")
@@ -326,6 +339,8 @@ def parser() -> argparse.ArgumentParser:
     rn.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE ('-': to stdout, and "
                     "the table to stderr)")
     rn.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: in this process)")
+    rn.add_argument("--device", default="cpu", help="where estimators run: cpu (default) or cuda[:N] (a GPU: same laws, "
+                    "other random draws than on the CPU)")
     rn.add_argument("--scheduler", help="run shards on a Dask cluster at this address (tcp://host:8786) instead "
                     "of local workers; needs lemmacheck[dask]")
     rn.add_argument("--resume", action="store_true", help="continue the last unfinished run with the same "
@@ -351,6 +366,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives "
                     "(default: claims)")
     rp.add_argument("--json", action="store_true", help="the result as JSON on stdout (the text goes to stderr)")
+    rp.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]; a GPU replays other draws than the CPU")
     rp.set_defaults(fn=cmd_repro)
     sh = sub.add_parser("show", help="statement, bound, quantifiers and last results of a claim")
     sh.add_argument("id", help="claim id")

@@ -163,19 +163,25 @@ def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
                                   early) for c in cfgs]
 
 
-def execute_shard(task: ShardTask, device: str = "cpu") -> ShardRecord:
-    """Run one shard; estimator failures become a recorded error, never a crash of the whole run."""
+def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
+    """Run one shard; estimator failures become a recorded error, never a crash of the whole run.
+
+    `device` defaults to $LEMMACHECK_DEVICE (what `--device` sets; worker processes inherit it), else cpu. On a
+    GPU the shard's generator lives on the device (Philox: same law, other draws than the CPU's mt19937) and
+    factory calls inside the estimator allocate there; an estimator that mixes devices records an error."""
+    device = device or current_device()
     claim = claim_from_snapshot(task.source, task.definition)
     chk = claim.check
     assert chk is not None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    gen = seeded_generator(task.seed)
+    gen = seeded_generator(task.seed) if device == "cpu" else torch.Generator(device).manual_seed(task.seed % 2 ** 63)
     ctx = Context(claim.id, dict(task.params), task.replicates, gen, DTYPES[chk.dtype], torch.device(device),
                   dict(chk.args), dict(claim.inputs), chk.search, claim.network)
     t0 = time.perf_counter()
     try:
-        obs = QUANTITIES.get(chk.quantity).obj(ctx)
+        with torch.device(device):
+            obs = QUANTITIES.get(chk.quantity).obj(ctx)
         value = obs.value.detach().to("cpu", torch.float64).numpy().reshape(-1)
         if value.shape != (task.replicates,):
             raise EstimatorError(f"quantity '{chk.quantity}' returned {tuple(obs.value.shape)} values, "
@@ -300,7 +306,17 @@ def _source_commit() -> str | None:
     return sha + ("+dirty" if dirty else "")
 
 
+def current_device() -> str:
+    """The device shards run on: $LEMMACHECK_DEVICE (set by `lemmacheck run/repro --device`), else cpu."""
+    import os
+
+    return os.environ.get("LEMMACHECK_DEVICE", "cpu")
+
+
 def device_description() -> str:
+    device = current_device()
+    if device != "cpu" and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))}), {platform.system()}"
     return f"{platform.machine()} cpu, {torch.get_num_threads()} threads, {platform.system()}"
 
 
