@@ -101,3 +101,18 @@ def test_gradient_upper_spectral_search_matches_the_formed_gradient_svd(monkeypa
                         lambda A, Bm: torch.linalg.matrix_norm(A.transpose(-1, -2) @ Bm, ord=2))
     slow = _est("gradient-upper-ratio", params, 3, 13, search="adversarial", args={"norm": "spectral", "steps": 3})
     torch.testing.assert_close(fast.value, slow.value, rtol=1e-9, atol=0)
+
+
+def test_worker_processes_run_one_blas_thread():
+    """Parallel workers: torch's pool and numpy/scipy's BLAS get one thread each (no oversubscription)."""
+    import os
+
+    from lemmacheck.runner import make_executor
+
+    ex = make_executor(2)
+    try:
+        assert ex.submit(torch.get_num_threads).result() == 1
+        assert ex.submit(os.getenv, "OPENBLAS_NUM_THREADS").result() == "1"
+        assert ex.submit(os.getenv, "OMP_NUM_THREADS").result() == "1"
+    finally:
+        ex.shutdown()

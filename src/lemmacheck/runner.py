@@ -270,6 +270,12 @@ def _worker_init() -> None:
 def make_executor(workers: int) -> Executor:
     if workers <= 1:
         return InProcessExecutor()
+    import os
+
+    # One BLAS thread per worker in every library, not only torch's pool (_worker_init): numpy/scipy's OpenBLAS
+    # reads these when the spawned worker imports it; workers x 2 threads on 2 cores would oversubscribe.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     # spawn, not fork: forking a process that already holds torch's thread pools can deadlock.
     return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
 
