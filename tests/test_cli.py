@@ -72,3 +72,132 @@ def test_show_and_unknown_claim(tmp_path, claims_dir, capsys):
     assert "with probability >= 1 - delta" in out and "last results" in out and "reproduce:" in out
     assert main(["show", "toy/nope", "--claims", str(claims_dir)]) == 2
     assert "no claim with id 'toy/nope'" in capsys.readouterr().err
+
+
+# --- issue 16: errors, streams, help ---------------------------------------------------------------------
+
+FULL_PARAMS = {"m": 64, "L": 2, "n": 3, "d": 8, "B": 100.0, "delta": 0.1}
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_repro_refuses_incomplete_undeclared_or_malformed_params(claims_dir, capsys):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    base = ["repro", "toy/lemma-1/norm", "--seed", "1", "--replicates", "4", "--shard-size", "4", "--claims",
+            str(claims_dir), "--params"]
+    cases = {json.dumps({"m": 64}): "lacks ['B', 'L', 'd', 'delta', 'n']",
+             json.dumps({**FULL_PARAMS, "zz": 1}): "names ['zz'], which toy/lemma-1/norm does not declare",
+             '{"m": 64,': "--params is not valid JSON",
+             "[64]": "--params must be a JSON object"}
+    for params, message in cases.items():
+        assert main([*base, params]) == 2
+        assert message in _one_error_line(capsys.readouterr().err)
+    assert main([*base, json.dumps(FULL_PARAMS)]) == 0
+    assert "toy/lemma-1/norm" in capsys.readouterr().out
+
+
+def test_a_bug_gets_a_traceback_and_a_hint_a_user_error_one_line(monkeypatch, capsys, claims_dir):
+    from lemmacheck import cli
+
+    def broken(a):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    assert main(["list", str(claims_dir)]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: boom" in err and "this is a bug in lemmacheck" in err
+    monkeypatch.undo()
+    assert main(["list", str(claims_dir / "missing")]) == 2
+    assert "missing: no such claim file or folder" in _one_error_line(capsys.readouterr().err)
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    # the reader closes before lemmacheck writes a byte: every write meets a broken pipe
+    proc = subprocess.Popen([sys.executable, "-m", "lemmacheck.cli", "list", "--quantities", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == "", err
+
+
+def test_bound_syntax_errors_speak_the_claims_terms(claims_dir, capsys):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "B * sqrt(m * (L + 1)"'))
+    assert main(["list", str(claims_dir)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "field 'check.bound'" in line and "unbalanced '(' at column 9: it is never closed (add ')')" in line
+    assert "EOF" not in line and "tokenize" not in line
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "B * m +"'))
+    assert main(["list", str(claims_dir)]) == 1
+    assert "ends with the operator '+' at column 7" in _one_error_line(capsys.readouterr().err)
+
+
+def test_a_bad_grid_entry_is_named_as_grid(claims_dir, capsys):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace("grid = { m = [16, 64], L = [1, 2] }",
+                                                             "grid = { m = [16, 64], L = [1, 9] }"))
+    assert main(["list", str(claims_dir)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "field 'profiles.full.grid.L': 9 lies outside the declared domain of 'L'" in line
+
+
+def test_a_result_label_missing_from_the_papers_list_is_warned(claims_dir, capsys):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    (claims_dir / "_paper.toml").write_text('key = "toy"\ntitle = "T"\nauthors = "A"\nvenue = "V"\nscope = "S"\n'
+                                            'results = ["Lemma 2"]\n')
+    assert main(["list", str(claims_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: " in err and "field 'result': 'Lemma 1' is not among the results listed in" in err
+    (claims_dir / "_paper.toml").write_text((claims_dir / "_paper.toml").read_text().replace("Lemma 2", "Lemma 1"))
+    assert main(["list", str(claims_dir)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_show_reads_the_latest_store_by_default_and_names_it(tmp_path, claims_dir, capsys, monkeypatch):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "toy/lemma-1/norm", "--claims", str(claims_dir)]) == 0
+    assert "last results: none" in capsys.readouterr().out
+    assert main(["run", str(claims_dir), "--quiet"]) == 0  # the default store
+    (tmp_path / "runs").mkdir()
+    assert main(["run", str(claims_dir), "--quiet", "--db", "runs/later.db", "--seed", "5"]) == 0
+    capsys.readouterr()
+    assert main(["show", "toy/lemma-1/norm", "--claims", str(claims_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "last results (store runs/later.db, run 1, quick, seed 5" in out and "--db to choose another" in out
+    assert main(["show", "toy/lemma-1/norm", "--claims", str(claims_dir), "--db", ".lemmacheck/results.db"]) == 0
+    assert "store .lemmacheck/results.db, run 1, quick, seed 0" in capsys.readouterr().out
+
+
+def test_every_option_of_every_command_is_documented():
+    from lemmacheck.cli import parser
+
+    sub = next(a for a in parser()._actions if a.dest == "cmd")
+    undocumented = [f"{name} {'/'.join(act.option_strings) or act.dest}"
+                    for name, p in sub.choices.items() for act in p._actions
+                    if act.dest != "help" and not act.help]
+    assert undocumented == []
+
+
+def test_summary_table_headers_and_scaling_claims_show_their_fit(tmp_path, claims_dir, capsys):
+    scaling = (NORM_CLAIM.replace('bound       = "B"', 'bound       = "C * B"\nconstants   = ["C"]')
+               .replace("toy/lemma-1/norm", "toy/lemma-1/scaling")
+               .replace("configs = [ { m = 16, L = 2, B = 100.0 }, { m = 64, L = 2, B = 100.0 } ]",
+                        "grid = { m = [16, 64], L = [1, 2] }"))
+    (claims_dir / "scaling.toml").write_text(scaling)
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    main(["run", str(claims_dir), "--db", str(tmp_path / "r.db"), "--quiet"])
+    lines = capsys.readouterr().out.splitlines()
+    header, rule = lines[0], lines[1]
+    starts = [i for i, ch in enumerate(rule) if ch == "-" and (i == 0 or rule[i - 1] == " ")]
+    assert all(header[i] != " " for i in starts), "a column without a header"
+    row = next(x for x in lines if x.startswith("toy/lemma-1/scaling"))
+    col = header.index("worst slack")
+    assert row[col:col + 11].strip() == "-"  # not the slack at the illustrative constant
+    assert "C slope in " in row[header.index("scaling fit"):]
