@@ -292,8 +292,12 @@ def test_hitting_time_matches_plain_loop():
             grads, _, _ = net.loss_gradients(W, X[r:r + 1], y[r:r + 1])
             W = [w - (1.0 / 8) * G for w, G in zip(W, grads)]
             k += 1
-        assert out.valid[r] and abs(out.value[r].item() - k / 8) < 1e-12
+        assert out.extras["reached"][r] == 1 and abs(out.value[r].item() - k / 8) < 1e-12
     assert (est("hitting-time", ctx({**params, "eps": 10.0}, R=3, seed=19)).value == 0).all()
+    # a target not reached within the budget is a draw at the budget, flagged, never an invalid (dropped) one
+    miss = est("hitting-time", ctx({**params, "eps": 1e-6}, R=3, seed=19, args={"kmax": 5}))
+    assert miss.valid is None and (miss.extras["reached"] == 0).all() and (miss.extras["budget"] == 5).all()
+    assert torch.allclose(miss.value, torch.full((3,), 5 / 8, dtype=miss.value.dtype))
 
 
 def test_first_order_remainder_identity():

@@ -121,7 +121,7 @@ def test_scaling_law_implied_constant(exponent, expected):
     rng = np.random.default_rng(0)
     cfgs, samples = [], []
     for j, m in enumerate([16, 64, 256, 1024]):
-        vals = 2.0 * m ** exponent * np.exp(0.05 * rng.standard_normal(30))
+        vals = 2.0 * m ** exponent * np.exp(0.05 * rng.standard_normal(200))
         params = {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}
         cfgs.append(_cfg(c, vals, params, index=j))
         samples.append(vals)
@@ -137,7 +137,7 @@ def _scaling_sweep(c, ms, implied_constant, seed=0):
     rng = np.random.default_rng(seed)
     cfgs, samples = [], []
     for j, m in enumerate(ms):
-        vals = implied_constant(m) * m ** 0.5 * np.exp(0.05 * rng.standard_normal(30))
+        vals = implied_constant(m) * m ** 0.5 * np.exp(0.05 * rng.standard_normal(200))
         cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=j))
         samples.append(vals)
     return cfgs, samples
@@ -192,22 +192,25 @@ def test_nan_estimates_are_errors_not_passes():
 
 
 def test_a_for_every_draw_scaling_claim_tracks_its_worst_draw():
-    """'always' + hidden constant: the largest Ĉ must not grow, even when the typical Ĉ does not move.
-    (The max's interval is a bootstrap of the extreme: growth carried by a handful of draws in a hundred
-    leaves it inconclusive rather than violated; here 10 draws in 200 carry it.)"""
+    """'always' + hidden constant: the worst Ĉ must not grow, even when the typical Ĉ does not move. A worst
+    case cannot be bounded from finitely many draws: the verdict tracks the highest quantile the draws can bound
+    (0.95 with 200 draws and 4 configurations; its exact interval reaches down to about the 0.89 quantile),
+    so growth carried by 20% of the draws decides."""
     always = SCALING.replace('probability = "1 - delta"', 'probability = "always"')
-    c, c_typical = _claim(always), _claim(always.replace('constants = ["C"]', 'constants = ["C"]\nstatistic = "mean-log"'))
+    c, c_typical = _claim(always), _claim(always.replace('constants = ["C"]', 'constants = ["C"]\nstatistic = "mean-log"')
+                                       .replace('kind      =', 'notes = "mean-log: the typical draw"\nkind      ='))
     assert c.check.statistic == "max-log"
     assert _claim(always.replace('relation    = "<="', 'relation    = ">="')).check.statistic == "min-log"
     rng = np.random.default_rng(1)
     cfgs, samples = [], []
     for j, m in enumerate([64, 256, 1024, 4096]):
         vals = np.sqrt(m) * np.exp(0.05 * rng.standard_normal(200))
-        vals[:10] *= m ** 0.5  # 5% of the draws have a Ĉ that grows like sqrt(m)
+        vals[:40] *= m ** 0.5  # 20% of the draws have a Ĉ that grows like sqrt(m)
         cfgs.append(_cfg(c, vals, {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}, index=j))
         samples.append(vals)
     assert claim_result(c, cfgs, samples).verdict == "violated"
-    assert claim_result(c_typical, cfgs, samples).verdict == "holds"
+    typical = claim_result(c_typical, cfgs, samples)  # the mean of log Ĉ rises at 0.2 * 0.5 = 0.1 = tolerance
+    assert typical.verdict == "inconclusive" and typical.scaling["fitted_exponents"]["m"] == pytest.approx(0.6, abs=0.02)
 
 
 # ---- issue 9, items 2, 3, 7, 8 (each failed on the code before it)
@@ -307,3 +310,72 @@ def test_slack_is_defined_for_every_sign_and_the_worst_draw_is_the_largest_viola
     neg = _claim(NORM_CLAIM.replace('bound       = "B"', 'bound       = "-B"'))  # value <= -1
     r = _cfg(neg, np.r_[np.full(199, -3.0), -0.5])
     assert r.slack_min == pytest.approx(0.5) and r.worst["value"] == -0.5 and r.violations == 1
+
+
+# ---- issue 9, items 4, 5, 6
+
+def test_a_1_minus_delta_scaling_claim_tracks_its_stated_tail_by_default():
+    """Item 4: the 1 - delta tail grows like m^0.3 while the median stays flat: mean-log read 'holds'."""
+    c = _claim(SCALING)
+    assert c.check.statistic == "tail-log"
+
+    def tail(m, rng, n):
+        logc = 0.05 * rng.standard_normal(n)
+        logc[: n // 5] += 0.3 * np.log(m)  # 20% of draws (more than delta = 10%) carry the growth
+        return np.sqrt(m) * np.exp(logc)
+    res = _sweep(c, tail, n=200)
+    assert res.verdict == "violated" and res.scaling["quantile_level"] == pytest.approx(0.9)
+    assert res.scaling["fitted_exponents"]["m"] == pytest.approx(0.8, abs=0.05)
+    with pytest.raises(Exception, match="mean-log tracks the typical draw"):
+        _claim(SCALING.replace('constants = ["C"]', 'constants = ["C"]\nstatistic = "mean-log"'))
+
+
+def test_worst_case_statistics_need_enough_draws_and_have_exact_intervals():
+    """Item 5: 2 configurations x 8 draws gave 1.5-4.3% false 'violated' with a bootstrap of the max; now too few
+    draws are inconclusive (with the count that decides), and a flat constant at the minimum count is never
+    called violated over 300 seeds (its exact bound: SCALING_ALPHA / 2 = 5e-4 per claim)."""
+    from lemmacheck.verdicts import SCALING_ALPHA
+    always = _claim(SCALING.replace('probability = "1 - delta"', 'probability = "always"'))
+
+    def flat(m, rng, n):
+        return np.sqrt(m) * np.exp(0.3 * rng.standard_normal(n))
+    few = _sweep(always, flat, ms=(64, 4096), n=8)
+    assert few.verdict == "inconclusive" and few.scaling["min_draws"] == 12
+    verdicts = [_sweep(always, flat, ms=(64, 4096), n=12, seed=s).verdict for s in range(300)]
+    assert verdicts.count("violated") == 0 and SCALING_ALPHA / 2 * 300 < 0.2
+    calm = _sweep(always, lambda m, rng, n: np.sqrt(m) * np.exp(0.1 * rng.standard_normal(n)), ms=(64, 4096), n=200)
+    assert calm.verdict == "holds" and calm.scaling["quantile_level"] == 0.95
+
+
+@pytest.mark.parametrize("constant,expected,flagged", [
+    (lambda m: np.sqrt(np.log(m)), "inconclusive", True),  # sqrt(log m): slope ~0.07 < tolerance 0.1
+    (lambda m: m ** 0.05, "inconclusive", True),
+    (lambda m: 2 * (1 - m ** -0.5), "holds", False),  # converges from below
+    (lambda m: 2.0, "holds", False),
+])
+def test_an_implied_constant_still_rising_at_the_top_of_the_sweep_is_not_holds(constant, expected, flagged):
+    """Item 6: zou2018 Theorem 5.1 (vi) audit: Ĉ = 1.16, 1.63, 2.00, 2.19 over the sweep read 'holds'."""
+    c = _claim(SCALING)
+
+    def draw(m, rng, n):
+        return constant(m) * np.sqrt(m) * np.exp(0.01 * rng.standard_normal(n))
+    res = _sweep(c, draw, ms=(64, 512, 4096, 32768), n=200)
+    assert res.verdict == expected and ("still-growing" in res.flags) == flagged
+    assert res.scaling["implied_constant_slopes"]["m"] < 0.1  # the power-law slope alone cannot see it
+
+
+def test_a_trajectory_that_never_reaches_its_target_is_counted_not_dropped():
+    """Item 10: non-arrival was 'n/a' (hypotheses not met), so 'GD reaches eps' could never fail."""
+    c = _claim()  # value <= B = 1 with probability 0.9
+    idx = np.arange(200)
+    p = {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1}
+    vals, reached = np.full(200, 0.5), np.r_[np.zeros(60), np.ones(140)]  # 30% stopped at the budget
+
+    def run(claim):
+        return config_result(claim, 0, p, 1, vals, np.ones(200, bool), idx, idx, "", 0.0, [], reached=reached,
+                             budget=np.full(200, 5000.0))
+    own = run(c)  # the budget is the claim's choice: not reached, reported, and never "holds"
+    assert own.verdict == "inconclusive" and own.not_reached == 60 and own.budget == 5000
+    stated = run(_claim(NORM_CLAIM.replace('requires    = "m >= 32"', 'requires    = "m >= 32"\nargs = { budget_stated = true }')))
+    assert stated.verdict == "violated" and stated.violations == 60  # the statement promised arrival
+    assert run(c).to_json()["not_reached"] == 60

@@ -235,12 +235,17 @@ def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
                      shard_seed(p.seed, k), p.shard_replicates(k))
 
 
-def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
-    """The estimator's per-replicate operand magnitude (extras["scale"], see verdicts.comparison_tolerance),
-    None unless every shard reports it."""
-    if not shards or not all("scale" in s.extras for s in shards):
+def shard_extra(shards: list[ShardRecord], name: str) -> np.ndarray | None:
+    """A per-replicate diagnostic the verdict reads, None unless every shard reports it: "scale" (operand
+    magnitude, verdicts.comparison_tolerance), "reached" and "budget" (trajectories: target reached within how
+    many steps)."""
+    if not shards or not all(name in s.extras for s in shards):
         return None
-    return np.concatenate([np.asarray(s.extras["scale"], dtype=float) for s in shards])
+    return np.concatenate([np.asarray(s.extras[name], dtype=float) for s in shards])
+
+
+def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
+    return shard_extra(shards, "scale")
 
 
 def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
@@ -417,7 +422,8 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
                                "; ".join(methods), float(sum(s.seconds for s in shards)), errors,
                                shard_size=c["shard_size"], anytime=c["early_stop"], dtype=shards[0].dtype,
-                               scale=shard_scale(shards))
+                               scale=shard_scale(shards), reached=shard_extra(shards, "reached"),
+                               budget=shard_extra(shards, "budget"))
             cfgs.append(cr)
             samples.append(value[valid & np.isfinite(value)])
         results.append(claim_result(claim, cfgs, samples))

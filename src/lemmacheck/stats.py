@@ -335,6 +335,91 @@ def fit_scaling(
     )
 
 
+def quantile_interval(sample: np.ndarray, q: float, alpha: float) -> tuple[float, float]:
+    """Exact distribution-free two-sided ``(1 - alpha)`` interval for the ``q`` quantile from order statistics.
+
+    With ``n`` iid draws, ``#{X_i <= xi_q} ~ Binomial(n, q)`` for a continuous law, so ``X_(l) <= xi_q`` fails
+    with probability ``P(Bin(n, q) < l)`` and ``X_(u) >= xi_q`` with ``P(Bin(n, q) >= u)``; ``l`` and ``u`` are the
+    tightest order statistics whose failure probability is at most ``alpha / 2`` (conservative for ties too).
+    An end that no order statistic can give at this ``n`` is ``-inf`` / ``+inf``: too few draws for that level.
+    """
+    alpha = _check_alpha(alpha)
+    x = np.sort(np.asarray(sample, dtype=float).reshape(-1))
+    n = x.size
+    if n == 0 or not 0.0 < q < 1.0:
+        raise ValueError(f"quantile_interval needs draws and 0 < q < 1, got n={n}, q={q!r}")
+    ks = np.arange(n + 1)
+    cdf = sps.binom.cdf(ks - 1, n, q)  # P(Bin < l) for l = 0..n
+    ok_low = np.flatnonzero(cdf[1:] <= alpha / 2)  # l = 1..n
+    lower = x[ok_low[-1]] if ok_low.size else -np.inf
+    sf = sps.binom.sf(ks - 1, n, q)  # P(Bin >= u) for u = 0..n
+    ok_high = np.flatnonzero(sf[1:] <= alpha / 2)
+    upper = x[ok_high[0]] if ok_high.size else np.inf
+    return float(lower), float(upper)
+
+
+def draws_for_quantile(q: float, alpha: float) -> int:
+    """The fewest draws whose :func:`quantile_interval` at level ``q`` has both ends finite."""
+    alpha = _check_alpha(alpha)
+    # both ends exist once the extreme order statistics qualify: (1 - q)^n <= alpha/2 and q^n <= alpha/2
+    p = max(q, 1.0 - q)
+    return max(1, math.ceil(math.log(alpha / 2) / math.log(p) - 1e-9))
+
+
+WORST_LEVELS = (0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
+
+
+def worst_level(n: int, alpha: float) -> float | None:
+    """For a worst-case statistic: the highest level of WORST_LEVELS whose quantile ``n`` draws can bound on
+    both sides at ``alpha`` (a lower bound of the worst case: its growth refutes a claim about every draw).
+    None when even the median cannot be bounded: too few draws to decide anything."""
+    best = None
+    for q in WORST_LEVELS:
+        if draws_for_quantile(q, alpha) <= n:
+            best = q
+    return best
+
+
+def fit_quantile_scaling(names: Sequence[str], log_x: np.ndarray, samples: Sequence[np.ndarray],
+                         levels: Sequence[float], alpha: float) -> tuple[ScalingFit, np.ndarray, np.ndarray]:
+    """Least-squares slopes of the configurations' ``levels[j]`` quantiles against ``log_x``, with intervals
+    whose coverage holds by construction (no bootstrap of an extreme).
+
+    Each configuration gets an exact order-statistic interval (:func:`quantile_interval`) at ``alpha / J``,
+    so with probability at least ``1 - alpha`` all J intervals cover their quantiles at once (Bonferroni). A
+    least-squares slope is linear in the responses, ``slope_k = sum_j w_kj y_j``, so its smallest and largest
+    values over the box of intervals (lower ends where ``w_kj > 0`` and upper ends elsewhere, and the reverse)
+    bound the slope of the true quantiles with probability at least ``1 - alpha``, for every k together.
+    Returns the fit (point slopes from the sample quantiles) and the per-configuration interval ends.
+    """
+    x = np.asarray(log_x, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    n_configs, n_params = x.shape
+    if n_configs <= n_params:
+        raise ValueError(f"too few configurations: {n_configs} cannot determine {n_params} exponents and an "
+                         "intercept (need J > P)")
+    design = np.column_stack([np.ones(n_configs), x])
+    if np.linalg.matrix_rank(design) < n_params + 1:
+        raise ValueError(f"columns of log_x are collinear (with each other or the intercept): {tuple(names)}")
+    weights = np.linalg.pinv(design)[1:]  # (P, J): slope_k = weights[k] @ y
+    y = np.array([np.quantile(np.asarray(v, dtype=float), q) for v, q in zip(samples, levels)])
+    ends = np.array([quantile_interval(v, q, alpha / n_configs) for v, q in zip(samples, levels)])
+    lo, hi = ends[:, 0], ends[:, 1]
+
+    def combine(pos_end: np.ndarray, neg_end: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            terms = np.where(weights > 0, weights * pos_end, np.where(weights < 0, weights * neg_end, 0.0))
+        return terms.sum(axis=1)
+
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    resid = y - design @ coef
+    dof = n_configs - n_params - 1
+    fit = ScalingFit(tuple(str(n) for n in names), coef[1:], float(coef[0]), combine(lo, hi), combine(hi, lo),
+                     n_configs, float(np.sqrt(resid @ resid / dof)) if dof > 0 else float("nan"))
+    return fit, lo, hi
+
+
 def scaling_verdict(fit: ScalingFit, *, relation: str, tolerance: float = 0.1) -> str:
     """Verdict on an implied-constant fit, whose response is ``log(quantity / shape)``.
 

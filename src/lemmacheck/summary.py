@@ -8,7 +8,7 @@ from typing import Any
 from .claims import Claim
 from .runner import repro_command
 from .stats import DEFAULT_ALPHA
-from .verdicts import COMPARISON_RTOL, ClaimResult
+from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound
 
 
 def _num(x: Any) -> Any:
@@ -40,6 +40,7 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         "source": str(c.source),
         "configs": [cfg.to_json() for cfg in res.configs],
         "repro": claim_repro(res),
+        "false_violation_bound": false_violation_bound(res),
     }
     if chk is not None:
         out.update(quantity=chk.quantity, relation=chk.relation, bound=chk.bound.text, search=chk.search,
@@ -49,13 +50,20 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         out["infeasible"] = c.infeasible
     if res.scaling is not None:
         out["scaling"] = res.scaling
+    missed = sum(cfg.not_reached for cfg in res.configs)
+    if missed:  # a trajectory's target not reached within its budget: always shown, never hidden
+        drawn = sum(cfg.replicates for cfg in res.configs)
+        out["not_reached"] = {"draws": missed, "of": drawn, "fraction": missed / drawn,
+                              "budget_steps": max(cfg.budget or 0 for cfg in res.configs)}
     return _num(out)
 
 
 def run_json(run_info: dict[str, Any], results: list[ClaimResult]) -> dict[str, Any]:
     run = {k: run_info[k] for k in ("seed", "profile", "started", "versions", "device")}
     run.update(run_id=run_info["run_id"], finished=run_info.get("finished"), alpha_per_config=DEFAULT_ALPHA,
-               comparison_rtol=COMPARISON_RTOL)
+               comparison_tolerance={"ulps": ROUNDING_ULPS, "eps": EPS,
+                                     "rule": "ulps * eps(dtype) * max(|value|, |bound|, extras scale)"},
+               false_violation=family_wise_bound(results))
     return {"run": run, "claims": [claim_json(r) for r in results]}
 
 
@@ -129,6 +137,8 @@ def failure_text(res: ClaimResult) -> str:
         lines.append(f"    violations {worst.violations}/{worst.replicates}, violation-rate interval "
                      f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                      + (f"; method: {worst.method}" if worst.method else ""))
+        if worst.not_reached:
+            lines.append(f"    not reached within {worst.budget} steps: {worst.not_reached}/{worst.replicates} draws")
         if chk is not None and chk.constants:
             lines.append(f"    (hidden constants at {chk.hidden_constants_at()}: this bound, slack and these violations only illustrate; "
                          "the verdict comes from the scaling fit below)")

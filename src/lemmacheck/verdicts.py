@@ -12,7 +12,8 @@ Per claim: in-regime configurations decide; a violation outside the regime only 
 `violated-out-of-regime`. When no configuration is in regime, the verdict is flagged `out-of-regime`: a
 violation there is not a refutation of the printed statement.
 Intervals use stats.DEFAULT_ALPHA per configuration; see README "False alarms" for the suite-wide rate.
-Comparisons allow a relative rounding tolerance COMPARISON_RTOL: float64 round-off is not a refutation.
+Comparisons forgive rounding: ROUNDING_ULPS units of the dtype's precision times the operands' magnitude.
+A run's family-wise chance of any false "violated" is bounded in `family_wise_bound`, every claim kind included.
 """
 
 from __future__ import annotations
@@ -28,15 +29,18 @@ from .stats import (
     DEFAULT_ALPHA,
     bernoulli_confidence_sequence,
     clopper_pearson,
+    draws_for_quantile,
+    fit_quantile_scaling,
     fit_scaling,
     reducer,
     scaling_verdict,
+    worst_level,
 )
 
-COMPARISON_RTOL = 1e-12
-# Scaling verdicts: bootstrap intervals at 99% AND a slope tolerance (check.tolerance, default 0.1) must both
-# be exceeded before a hidden-constant claim is called violated: two margins against a false alarm.
-SCALING_ALPHA = 0.01
+# Scaling verdicts: a slope interval at 1 - SCALING_ALPHA (simultaneous over the claim's configurations) AND a
+# slope tolerance (check.tolerance, default 0.1) must both be exceeded before a hidden-constant claim is called
+# violated: two margins against a false alarm; a false "violated" has probability <= SCALING_ALPHA / 2 per claim.
+SCALING_ALPHA = 1e-3
 SCALING_BOOT = 2000
 ORDER = {"holds": 0, "inconclusive": 1, "violated": 2}
 
@@ -67,6 +71,8 @@ class ConfigResult:
     shard_size: int = 0  # how replicates were split into seeded shards: repro needs it
     interval: str = "clopper-pearson"  # "confidence-sequence" when the configuration stopped early
     nonpositive: int = 0  # scaling lower bound: draws <= 0, violations for every hidden constant
+    not_reached: int = 0  # trajectory draws that did not reach their target within `budget` steps
+    budget: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -157,11 +163,16 @@ def excess(relation: str, value: np.ndarray, bound: float) -> np.ndarray:
 def config_result(claim: Claim, index: int, params: dict[str, float], seed: int, value: np.ndarray,
                   valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
                   errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0,
-                  anytime: bool = False, dtype: str | None = None, scale: np.ndarray | None = None) -> ConfigResult:
+                  anytime: bool = False, dtype: str | None = None, scale: np.ndarray | None = None,
+                  reached: np.ndarray | None = None, budget: np.ndarray | None = None) -> ConfigResult:
     """`anytime`: replicates were drawn until a decision (optional stopping), so the interval must be the
     anytime-valid confidence sequence; a fixed-size Clopper-Pearson interval would be too narrow.
     `dtype` (default: the claim's) and `scale` (the estimator's extras["scale"], per replicate) set the
-    rounding tolerance of the comparison (comparison_tolerance)."""
+    rounding tolerance of the comparison (comparison_tolerance).
+    `reached` / `budget` (a trajectory's extras: target reached (1/0), step budget): a draw that did not reach
+    its target within the budget is a draw (its value the budget's, a lower bound), never dropped; when the
+    claim states the budget (check.args.budget_stated) non-arrival is itself a violation, otherwise the count is
+    reported as "not reached within N steps" and keeps the claim from "holds" unless its rate is below δ."""
     chk = claim.check
     assert chk is not None
     dtype = dtype or chk.dtype
@@ -188,7 +199,21 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         # enters the log-log fit, so it must decide here.
         shape = chk.bound.with_constants({c: 1.0 for c in chk.constants}).evaluate(params)
         nonpositive = int((v <= 0).sum()) if shape > 0 else 0
+    miss = np.zeros(n, bool) if reached is None else np.asarray(reached, dtype=float)[ok] < 0.5
+    not_reached = int(miss.sum())
+    steps = None if budget is None or not len(budget) else int(np.nanmax(budget))
+    stated = bool(chk.args.get("budget_stated", False))
+    if stated:
+        # the statement promises arrival within this budget: a miss refutes it whatever the value says
+        viol = viol | miss
+        k = int(viol.sum())
+        ci = interval(k, n, alpha) if n else (0.0, 1.0)
     decided = nonpositive if claim.mode == "scaling" else k  # violations that refute for every constant
+    if claim.mode == "scaling" and stated:
+        decided += not_reached
+    # a miss within a budget of the claim's own choice is unknown, not a pass: "holds" needs the rate of
+    # violations and misses together below δ
+    unknown = 0 if stated else int((miss & ~viol).sum()) if claim.mode != "scaling" else not_reached
     dci = interval(decided, n, alpha) if n else (0.0, 1.0)
     if errors:
         verdict = "inconclusive"
@@ -196,19 +221,21 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         verdict = "n/a"  # every draw failed the statement's own hypotheses: no evidence either way
     elif n == 0:
         verdict = "inconclusive"
-    elif claim.mode == "scaling" and not nonpositive:
+    elif claim.mode == "scaling" and not decided and not unknown:
         verdict = "n/a"  # the fit over the sweep decides
     elif claim.mode == "deterministic" or (claim.mode == "scaling" and delta == 0):
-        verdict = "violated" if decided else "holds"
+        verdict = "violated" if decided else "inconclusive" if unknown else "holds"
     elif dci[0] > delta:
         verdict = "violated"
-    elif dci[1] < delta:
+    elif interval(decided + unknown, n, alpha)[1] < delta:
         # "holds" is evidence, not a point estimate: even the interval's upper end (at the run's confidence,
         # anytime-valid under early stopping) keeps the violation rate below δ. With no violation that needs
         # n > log(2/α)/δ ≈ 10/δ draws.
-        verdict = "holds" if claim.mode != "scaling" else "n/a"
+        verdict = "holds"
     else:
         verdict = "inconclusive"
+    if claim.mode == "scaling" and verdict == "holds":
+        verdict = "n/a"  # these draws do not refute any constant: the fit decides
     vacuous = delta >= 1.0
     if chk.trivial is not None:
         t = chk.trivial.evaluate(params)
@@ -224,7 +251,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
         int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
-        "confidence-sequence" if anytime else "clopper-pearson", nonpositive)
+        "confidence-sequence" if anytime else "clopper-pearson", nonpositive, not_reached, steps)
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
@@ -255,46 +282,81 @@ def scaling_analysis(claim: Claim, configs: list[ConfigResult], samples: list[np
 
 
 def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray]) -> dict[str, Any]:
-    """Fit log Ĉ (implied constant) against log of every parameter that varies; Ĉ must not grow."""
+    """Fit log Ĉ (implied constant) against log of every parameter that varies; Ĉ must not grow.
+
+    tail-log, max-log and min-log fit a quantile of log Ĉ per configuration (the stated 1 - δ tail; for a
+    claim about every draw, the highest level its draws can bound, stats.worst_level) with intervals that
+    hold by construction (stats.fit_quantile_scaling: exact order-statistic intervals, Bonferroni over the
+    configurations, LS slope bounded over their box). An interval end the draws cannot give is infinite and
+    the verdict inconclusive, with the number of draws that would decide (`min_draws`). mean-log keeps the
+    stratified bootstrap of the mean (approximate; an explicit choice with its reason in the claim's notes).
+    A quantile that is still rising at the top of the sweep gets `still_growing` (see _still_growing)."""
     chk = claim.check
     assert chk is not None
     shape = chk.bound.with_constants({c: 1.0 for c in chk.constants})
     how = STATISTIC_REDUCE[chk.statistic]
     upper = chk.relation in ("<=", "<")
-    rows, resp, used, levels = [], [], [], []
+    rows, resp, used, deltas = [], [], [], []
     for cfg, vals in zip(configs, samples):
         b = shape.evaluate(cfg.params)
-        vals = vals[np.isfinite(vals) & (vals > 0)]
-        if len(vals) == 0 or not b > 0:
+        vals = vals[np.isfinite(vals)]
+        pos = vals > 0
+        if not pos.any() or not b > 0:
             continue
-        logc = np.log(vals) - math.log(b)
+        logc = np.log(vals[pos]) - math.log(b)
+        if upper and not pos.all():
+            # a draw <= 0 satisfies an upper bound for every constant: it stays in the sample, below every
+            # other draw, so the quantile levels keep their meaning
+            logc = np.r_[np.full(int((~pos).sum()), logc.min() - 1.0), logc]
+        # (against a lower bound, draws <= 0 are counted as violations by config_result and decide there)
         rows.append(cfg.params)
         resp.append(logc)
         used.append(cfg.index)
-        # tail-log: the stated tail, the 1 - delta quantile of an upper bound (delta of a lower one)
-        levels.append(1.0 - cfg.delta if upper else cfg.delta)
+        deltas.append(cfg.delta)
 
+    n_min = min((len(r) for r in resp), default=0)
+    alpha_cfg = SCALING_ALPHA / max(len(resp), 1)
+    if how == "quantile":  # the stated tail: 1 - δ quantile of an upper bound, δ of a lower one
+        levels = [1.0 - d if upper else d for d in deltas]
+    elif how in ("max", "min"):
+        top = worst_level(n_min, alpha_cfg) if n_min else None
+        levels = [] if top is None else [top if upper else 1.0 - top] * len(resp)
+    else:
+        levels = [0.5] * len(resp)  # mean-log: its bootstrap decides; medians only for the still-growing test
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
                            "statistic": chk.statistic, "configs_used": used, "fitted": False,
                            "implied_constant": [float(np.exp(reducer(how, q if how == "quantile" else None)(r)))
-                                                  for r, q in zip(resp, levels)]}
+                                                  for r, q in zip(resp, levels or [None] * len(resp))],
+                           "draws_min": n_min}
+    if levels and how != "mean":
+        out["quantile_level"] = levels[0] if len(set(levels)) == 1 else levels
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out
+    if not levels:
+        need = draws_for_quantile(0.5, alpha_cfg)
+        out.update(verdict="inconclusive", min_draws=need,
+                   reason=f"a worst-case statistic needs at least {need} draws per configuration to bound even the "
+                          f"median of Ĉ at {1 - SCALING_ALPHA:g} (has {n_min})")
+        return out
     log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
     try:
-        fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce=how,
-                          levels=levels if how == "quantile" else None)
+        qfit, lo, hi = fit_quantile_scaling(names, log_x, resp, levels, SCALING_ALPHA)
+        if how == "mean":
+            fit = fit_scaling(names, log_x, resp, n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce="mean")
+        else:
+            fit = qfit
     except ValueError as exc:  # e.g. two swept parameters that move together: their exponents are not separable
         out.update(verdict="inconclusive", reason=f"scaling fit impossible: {exc}")
         return out
     mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in names}
     claimed = {k: shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid}) for k in names}
+    verdict = scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance)
     out.update(
         fitted=True,
-        verdict=scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance),
         interval_level=1 - SCALING_ALPHA,
+        interval="bootstrap (mean)" if how == "mean" else "order-statistic box (exact, Bonferroni)",
         swept=names,
         implied_constant_slopes={k: float(s) for k, s in zip(names, fit.slopes)},
         slope_ci={k: [float(a), float(b)] for k, a, b in zip(names, fit.ci_low, fit.ci_high)},
@@ -303,6 +365,48 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         implied_constant_max=float(max(np.exp(r.max()) for r in resp)),
         implied_constant_min=float(min(np.exp(r.min()) for r in resp)),
     )
+    if how != "mean" and verdict == "inconclusive" and not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        need = max(draws_for_quantile(q, alpha_cfg) for q in set(levels))
+        out.update(min_draws=need, reason=f"too few draws to bound the {levels[0]:g} quantile of Ĉ at "
+                                          f"{1 - SCALING_ALPHA:g}: {need} per configuration decide (has {n_min})")
+    rising = _still_growing(names, log_x, lo, hi, upper) if verdict != "violated" else {}
+    if rising:  # (a violated fit already says the constant grows)
+        out["still_growing"] = rising
+        if verdict == "holds":
+            verdict = "inconclusive"
+            out["reason"] = ("implied constant still rising at the top of the sweep "
+                             + ", ".join(f"{k} (local slope >= {v:.3g})" for k, v in rising.items()))
+    out["verdict"] = verdict
+    return out
+
+
+# An implied constant whose quantile rises, at the top of a sweep, by more than STILL_GROWING_SLOPE per unit of
+# log(parameter) beyond its intervals has not settled: a power-law slope under the tolerance (0.1) cannot see
+# growth like sqrt(log m) (local slope 1/(2 log m) ≈ 0.06 at m = 4096) or m^0.05, while a constant converging
+# from below like 1 - m^-1/2 rises at a local slope m^-1/2 / 2 (0.008 at m = 4096).
+STILL_GROWING_SLOPE = 0.02
+
+
+def _still_growing(names: list[str], log_x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   upper: bool) -> dict[str, float]:
+    """Swept parameters along which the top configuration's quantile interval lies above the interval at the
+    next-lower value (other swept parameters equal) by more than STILL_GROWING_SLOPE per unit log x. Uses the
+    fit's simultaneous intervals, so a Ĉ that does not increase is flagged with probability at most the fit's
+    SCALING_ALPHA (for a lower bound: a Ĉ still falling)."""
+    out: dict[str, float] = {}
+    for k, name in enumerate(names):
+        others = np.delete(log_x, k, axis=1)
+        top = log_x[:, k].max()
+        best = -np.inf
+        for t in np.flatnonzero(log_x[:, k] == top):
+            same = np.flatnonzero(np.all(others == others[t], axis=1) & (log_x[:, k] < top))
+            if not same.size:
+                continue
+            p = same[np.argmax(log_x[same, k])]
+            rise = (lo[t] - hi[p]) if upper else (lo[p] - hi[t])
+            best = max(best, rise / (top - log_x[p, k]))
+        if np.isfinite(best) and best > STILL_GROWING_SLOPE:
+            out[name] = float(best)
     return out
 
 
@@ -325,6 +429,8 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             verdict = per_config
         if any(c.nonpositive for c in configs):
             flags.append("non-positive")
+        if scaling.get("still_growing"):
+            flags.append("still-growing")
     else:
         v_in, v_out = _aggregate([c.verdict for c in inside]), _aggregate([c.verdict for c in outside])
         if inside:
@@ -352,3 +458,35 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     cands = [c for c in configs if c.slack_min is not None]
     worst = min(cands, key=lambda c: c.slack_min).index if cands else None
     return ClaimResult(claim, verdict, flags, configs, scaling, worst)
+
+
+def false_violation_bound(res: ClaimResult) -> float:
+    """An upper bound on the chance that this claim reads "violated" while true, from its in-regime tests:
+    α/2 per probabilistic configuration (one side of the two-sided Clopper–Pearson interval; α for the
+    anytime-valid sequence, which is not split evenly), SCALING_ALPHA/2 per scaling fit (the lower ends of its
+    simultaneous interval box) plus α/2 per configuration whose non-positive draws are tested against δ.
+    Comparisons of deterministic claims are exact up to rounding: 0. A mean-log fit's bootstrap is
+    approximate: its SCALING_ALPHA/2 is nominal."""
+    if res.claim.mode == "infeasible":
+        return 0.0
+    inside = [c for c in res.configs if c.in_regime] or res.configs
+    total = 0.0
+    if res.claim.mode == "probabilistic":
+        total += sum(DEFAULT_ALPHA if c.interval == "confidence-sequence" else DEFAULT_ALPHA / 2 for c in inside)
+    elif res.claim.mode == "scaling":
+        total += SCALING_ALPHA / 2 if res.scaling and res.scaling.get("fitted") else 0.0
+        total += sum(DEFAULT_ALPHA / 2 for c in inside if c.delta > 0)
+    return float(total)
+
+
+def family_wise_bound(results: list[ClaimResult]) -> dict[str, Any]:
+    """Run level (Bonferroni over every claim kind): P(any true claim reads "violated") <= the sum of the
+    claims' false_violation_bound, whatever the dependence between them."""
+    by_mode: dict[str, float] = {}
+    for r in results:
+        by_mode[r.claim.mode] = by_mode.get(r.claim.mode, 0.0) + false_violation_bound(r)
+    return {"bound": float(sum(by_mode.values())), "by_mode": by_mode, "alpha_per_config": DEFAULT_ALPHA,
+            "scaling_alpha_per_claim": SCALING_ALPHA,
+            "holds_means": "not refuted at this confidence (never a proof): a probabilistic claim's violation-rate "
+                           "interval lies below delta; a scaling claim's implied-constant slope interval lies below "
+                           "its tolerance and the constant has stopped rising"}
