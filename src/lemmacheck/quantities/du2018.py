@@ -711,7 +711,7 @@ def pair_expectation_lipschitz(ctx: Context) -> Observation:
             rhs = 2 / lam.sqrt() * torch.linalg.matrix_norm(A - B, ord=2)
     else:
         raise EstimatorError(f"form = '{form}': expected 'e2', 'e3' or 'sqrt'")
-    return Observation(lhs / rhs, extras={"scale": torch.maximum(nA, nB)},
+    return Observation(lhs / rhs, extras={"norm_max": torch.maximum(nA, nB)},
                        method="2-D Gauss-Hermite (96 nodes) for F; eigh for square roots")
 
 
@@ -820,7 +820,9 @@ def weyl_ratio(ctx: Context) -> Observation:
         pick = torch.rand(R, 1, 1, generator=g, dtype=torch.float64) < 0.5
         u = torch.rand(R, 1, 1, generator=g, dtype=torch.float64) ** 0.25  # mostly near the boundary of the ball
         total = total + torch.where(pick, worst, S * u) * (lam0 / 4).reshape(-1, 1, 1)
-    return Observation(kernels.lambda_min(total) / lam0, method="eigvalsh (float64)")
+    # eigvalsh errs by ~eps ‖K‖, i.e. eps ‖K‖/λ₀ in the ratio: that is the operands' magnitude for the rounding tolerance
+    # (the worst direction attains the bound exactly, where rounding alone decides the sign)
+    return Observation(kernels.lambda_min(total) / lam0, extras={"scale": ev[..., -1] / lam0}, method="eigvalsh (float64)")
 
 
 @QUANTITIES.register("du2018-lemma-a1-aux-ratio", (
