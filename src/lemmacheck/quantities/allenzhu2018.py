@@ -374,9 +374,29 @@ def fake_gradient_norm(ctx: Context) -> Observation:
         lv[:, 1, 2:] = -v
     else:
         raise EstimatorError(f"args.losses = {kind!r}: one of gaussian, single, antipodal")
-    fwd = net.forward(W, A, B, X)
-    g2 = (net.gradient_from_losses(W, B, fwd, lv) ** 2).sum(dim=(-1, -2))
-    return Observation(g2 / (lv ** 2).sum(-1).flatten(1).amax(-1), method="closed form (adjoint recursion)")
+    stat = ctx.arg("statistic", "fro")
+    if stat not in ("fro", "per-sample", "row"):
+        raise EstimatorError(f"args.statistic = {stat!r}: one of fro, per-sample, row")
+    mx = (lv ** 2).sum(-1).flatten(1).amax(-1)
+
+    def target(Ws: list[torch.Tensor]) -> torch.Tensor:
+        fwd = net.forward(Ws[0], A, B, X)
+        if stat == "per-sample":  # Lemma E.2 (ii): max_i ||fake grad f_i||_F^2
+            return (net.per_sample_gradients(Ws[0], B, fwd, lv) ** 2).sum(dim=(-1, -2)).amax(-1) / mx
+        G = net.gradient_from_losses(Ws[0], B, fwd, lv)
+        if stat == "row":  # Lemma E.2 (iii): max_k ||fake grad_k f||_2 (row k), not squared
+            return G.norm(dim=-1).amax(-1) / mx.sqrt()
+        return (G ** 2).sum(dim=(-1, -2)) / mx
+
+    if not _perturbed(ctx):
+        with torch.no_grad():
+            return Observation(target([W]), method="closed form (adjoint recursion)")
+    # Lemma F.1: the same losses at W~ + W', ||W'||_2 <= tau0/sqrt(m); args.side 'min' for the lower bound
+    sign = -1.0 if ctx.arg("side", "max") == "min" else 1.0
+    val, found = maximise(lambda Ws: sign * target(Ws), [W], _radius(ctx), ctx.search, ctx.generator,
+                          steps=int(ctx.arg("steps", 8)))
+    return Observation(sign * val, extras={"found_by": found}, method=f"closed form; search={ctx.search}")
+
 
 
 # ---------------------------------------------------------------- Appendix A tools and Prop 6.1 (no network)
@@ -693,3 +713,336 @@ def finite_table_fact(ctx: Context) -> Observation:
     else:
         raise EstimatorError(f"args.which = {which!r}: one of A.1, A.2")
     return Observation(val, valid=valid, method="exact on a random finite product space")
+
+
+# ---------------------------------------------------------------- exact identities (Fact 2.5, Prop G.3, Claim G.2)
+
+
+@QUANTITIES.register("rnn-gradient-identity-error", "Fact 2.5: max relative discrepancy between the closed-form gradient "
+                     "(adjoint recursion), the paper's triple sum over (i, a, l) with explicit Back matrices, and "
+                     "autograd of f (float64)", networks=NET)
+def gradient_identity_error(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    Y = _labels(ctx, X.shape[1], X.shape[2])
+    G, _, fwd = net.loss_gradient(W, A, B, X, Y)
+    lv = net.losses(fwd, Y)
+    D = fwd.mask()
+    n, L = X.shape[1], X.shape[2]
+    trip = torch.zeros_like(W)
+    for i in range(n):  # the printed triple sum, Back_{i,l+1->a} = B D_a W ... D_{l+2} W formed explicitly
+        for a in range(2, L + 1):
+            for l in range(1, a):
+                back = B.clone()
+                for k in range(a, l + 1, -1):
+                    back = (back * D[:, i, k].unsqueeze(-2)) @ W
+                col = D[:, i, l + 1] * (back.transpose(-1, -2) @ lv[:, i, a].unsqueeze(-1)).squeeze(-1)
+                trip = trip + col.unsqueeze(-1) * fwd.h[:, i, l].unsqueeze(-2)
+    Wg = W.clone().requires_grad_(True)
+    with torch.enable_grad():
+        f = net.objective(net.forward(Wg, A, B, X), Y).sum()
+        auto = torch.autograd.grad(f, Wg)[0]
+    scale = G.flatten(1).abs().amax(-1).clamp_min(1e-300)
+    err = torch.maximum((G - trip).flatten(1).abs().amax(-1), (G - auto).flatten(1).abs().amax(-1)) / scale
+    # torch's relu' is 1{g > 0}, the paper's 1{g >= 0}: they differ only on exact ties (probability 0)
+    return Observation(err, method="closed form vs triple sum vs autograd")
+
+
+def relu_difference_diag(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Proposition G.3's D'' (as a vector): b_k/(a_k - b_k) if a_k >= 0 > b_k, b_k/(b_k - a_k) if a_k < 0 <= b_k, else 0."""
+    up = (a >= 0) & (b < 0)
+    dn = (a < 0) & (b >= 0)
+    diff = a - b
+    safe = torch.where(diff == 0, torch.ones_like(diff), diff)
+    return torch.where(up, b / safe, torch.where(dn, -b / safe, torch.zeros_like(a)))
+
+
+@QUANTITIES.register("az-relu-difference-error", "Proposition G.3: max_k |phi(a) - phi(b) - D(a - b) - D''(a - b)| / "
+                     "max(|a|, |b|), with +inf when D'' leaves [-1, 1] or is nonzero where the signs agree; a, b with "
+                     "zeros, ties, equal entries and extreme magnitudes", networks=SCALAR)
+def relu_difference_error(ctx: Context) -> Observation:
+    R, g = ctx.replicates, ctx.generator
+    m = ctx.i("m", 64)
+    mag = torch.exp(torch.randn(R, m, generator=g, dtype=torch.float64) * 20)  # magnitudes 1e-17 .. 1e17
+    a = torch.randn(R, m, generator=g, dtype=torch.float64) * mag
+    b = torch.randn(R, m, generator=g, dtype=torch.float64) * mag
+    pick = torch.rand(R, m, generator=g, dtype=torch.float64)
+    b = torch.where(pick < 0.1, a, b)                                      # ties a = b
+    a = torch.where((pick >= 0.1) & (pick < 0.2), torch.zeros_like(a), a)  # zeros
+    b = torch.where((pick >= 0.2) & (pick < 0.3), torch.zeros_like(b), b)
+    b = torch.where((pick >= 0.3) & (pick < 0.4), -a * 1e-12, b)           # sign flips barely across 0
+    Dpp = relu_difference_diag(a, b)
+    lhs = torch.relu(a) - torch.relu(b)
+    rhs = (a >= 0).to(a.dtype) * (a - b) + Dpp * (a - b)
+    err = (lhs - rhs).abs() / torch.maximum(a.abs(), b.abs()).clamp_min(1e-300)
+    bad = (Dpp.abs() > 1) | ((Dpp != 0) & ((a >= 0) == (b >= 0)))
+    val = torch.where(bad.any(-1), torch.full((R,), math.inf, dtype=a.dtype), err.amax(-1))
+    return Observation(val, method="exact construction of D''")
+
+
+@QUANTITIES.register("rnn-relu-expansion-error", "Claim G.2 (G.1): max over i, l of || (h_{i,l} - h^_{i,l}) - sum_{a<l} "
+                     "(D^_l + D''_l) W^ ... W^ (D^_{a+1} + D''_{a+1}) W' h_{i,a} || / max(||h - h^||, ||h||) at W^ (init "
+                     "plus a random perturbation of size args.check_radius/sqrt(m)) and a random W' of spectral norm "
+                     "tau0/sqrt(m); +inf if some D'' entry leaves [-1, 1]", networks=NET)
+def relu_expansion_error(ctx: Context) -> Observation:
+    W0, A, B, X = _setup(ctx)
+    Wc = W0 + random_perturbation(ctx.generator, [W0], float(ctx.arg("check_radius", 1.0)) / math.sqrt(ctx.i("m")))[0]
+    Wp = random_perturbation(ctx.generator, [W0], _radius(ctx))[0]
+    fc = net.forward(Wc, A, B, X)
+    f = net.forward(Wc + Wp, A, B, X)
+    Dpp = relu_difference_diag(fc.g, f.g)  # G.3 with a = g^ (check), b = g (perturbed): h - h^ = (D^ + D'')(g - g^)
+    Mfull = fc.mask() + Dpp
+    err = torch.zeros(W0.shape[0], dtype=W0.dtype)
+    for l in range(1, fc.L + 1):
+        rhs = torch.zeros_like(f.h[:, :, l])
+        for a in range(1, l):  # the printed sum, each term propagated separately
+            v = Mfull[:, :, a + 1] * (f.h[:, :, a] @ Wp.transpose(-1, -2))  # (D^ + D'')_{a+1} W' h_{i,a}
+            for k in range(a + 2, l + 1):
+                v = Mfull[:, :, k] * (v @ Wc.transpose(-1, -2))
+            rhs = rhs + v
+        lhs = f.h[:, :, l] - fc.h[:, :, l]
+        rel = (lhs - rhs).norm(dim=-1) / torch.maximum(lhs.norm(dim=-1), f.h[:, :, l].norm(dim=-1)).clamp_min(1e-300)
+        err = torch.maximum(err, rel.amax(-1))
+    bad = (Dpp.abs() > 1).flatten(1).any(-1)
+    return Observation(torch.where(bad, torch.full_like(err, math.inf), err), method="exact expansion (G.1)")
+
+
+# ---------------------------------------------------------------- training (Theorems 1, 2 and the informal theorem)
+
+
+@QUANTITIES.register("rnn-training", "f(W^(T)) / f(W^(0)) after T steps of GD (args.method 'gd', W <- W - eta grad f) or "
+                     "SGD ('sgd', one uniformly random sequence i per step, W <- W - eta n grad f_i: Appendix I's unbiased "
+                     "step with |S_t| = 1), eta = c/m (params c, T), N(0, 1) labels; extras: sqrt(m) ||W^(T) - W^(0)||_F "
+                     "and the largest fraction of changed activation signs", networks=NET)
+def training(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    n, L = X.shape[1], X.shape[2]
+    if L < 2:
+        raise EstimatorError("the objective needs L >= 2")
+    Y = _labels(ctx, n, L)
+    m = ctx.i("m")
+    eta = ctx.p("c") / m
+    T = ctx.i("T")
+    method = ctx.arg("method", "gd")
+    W0 = W.clone()
+    f0 = net.forward(W0, A, B, X)
+    obj0 = net.objective(f0, Y)
+    ar = torch.arange(W.shape[0])
+    for _ in range(T):
+        fwd = net.forward(W, A, B, X)
+        lv = net.losses(fwd, Y)
+        if method == "gd":
+            G = net.gradient_from_losses(W, B, fwd, lv)
+        elif method == "sgd":
+            i = torch.randint(0, n, (W.shape[0],), generator=ctx.generator)
+            G = n * net.per_sample_gradients(W, B, fwd, lv)[ar, i]
+        else:
+            raise EstimatorError(f"args.method = {method!r}: one of gd, sgd")
+        W = W - eta * G
+    fT = net.forward(W, A, B, X)
+    ratio = net.objective(fT, Y) / obj0
+    move = (W - W0).flatten(1).norm(dim=-1) * math.sqrt(m)
+    flips = ((fT.g >= 0) != (f0.g >= 0))[:, :, 1:].to(W.dtype).mean(-1).flatten(1).amax(-1)
+    return Observation(ratio, extras={"sqrt_m_displacement": move, "flip_fraction": flips},
+                       method=f"{method}, eta = {ctx.p('c')}/m, {T} steps")
+
+
+# ---------------------------------------------------------------- semi-smoothness (Theorem 4)
+
+
+@QUANTITIES.register("rnn-semismooth-ratio", "Theorem 4 (Appendix G form): sup over ||W'||_2 <= tau0/sqrt(m) of R / "
+                     "(rho^11 tau0^{1/3} m^{1/3} ||loss_{i*,l*}|| ||W'||_2 + L^18 n m ||W'||_2^2), R = f(W^ + W') - f(W^) - "
+                     "<grad f(W^), W'>, at W^ = W~ plus a random perturbation of norm tau0/sqrt(m) (args.check = "
+                     "'random'; 'init': W^ = W~); the search maximises the ratio", networks=NET)
+def semismooth_ratio(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    n, L = X.shape[1], X.shape[2]
+    m, d = ctx.i("m"), ctx.i("d", 1)
+    Y = _labels(ctx, n, L)
+    tau = _radius(ctx)
+    if ctx.arg("check", "random") == "random":
+        W = W + random_perturbation(ctx.generator, [W], tau)[0]
+    G, f0, fwd = net.loss_gradient(W, A, B, X, Y)
+    lstar = (net.losses(fwd, Y) ** 2).sum(-1).flatten(1).amax(-1).sqrt()
+    rho = n * L * d * math.log(m)
+    a = rho ** 11 * ctx.p("tau0") ** (1 / 3) * m ** (1 / 3)
+    b = L ** 18 * n * m
+
+    def ratio(Wp: torch.Tensor) -> torch.Tensor:
+        f1 = net.objective(net.forward(W + Wp, A, B, X), Y)
+        rem = f1 - f0 - (G * Wp).sum(dim=(-1, -2))
+        s = torch.linalg.matrix_norm(Wp, ord=2)
+        return rem / (a * lstar * s + b * s ** 2).clamp_min(1e-300)
+
+    # The remainder is second order at W' = 0, where a gradient search has no direction: candidates instead, each at
+    # the full radius and at a tenth of it: random Gaussian directions, -grad f (the GD step) and +grad f, and the
+    # layer-2 flip adversary for every i (kinks of the ReLU are where R is first order).
+    with torch.no_grad():
+        dirs = [random_perturbation(ctx.generator, [W], tau)[0] for _ in range(int(ctx.arg("random_draws", 2)))]
+        if SEARCH_ORDER[ctx.search] >= 2:
+            gs = G * (tau / torch.linalg.matrix_norm(G, ord=2).clamp_min(1e-300)).reshape(-1, 1, 1)
+            dirs += [-gs, gs]
+        if SEARCH_ORDER[ctx.search] >= 3:
+            dirs += _flip_candidates(W, fwd, tau)
+        val = torch.full((W.shape[0],), -math.inf, dtype=W.dtype)
+        for Dd in dirs:
+            for frac in (1.0, 0.1):
+                val = torch.maximum(val, ratio(frac * Dd))
+    # R < 0 (a concave direction) satisfies the bound trivially; kept positive for the log-scale fit
+    return Observation(val.clamp_min(1e-300), method=f"{len(dirs)} candidate directions x 2 radii (search={ctx.search})")
+
+
+# ---------------------------------------------------------------- backward stability (Lemmas C.9, C.11)
+
+
+def _segment_rows(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, Wm: torch.Tensor) -> dict[tuple[int, int], torch.Tensor]:
+    """a^T B D_{l2} W ... D_{l1} W for every L >= l2 >= l1 >= 1, as (R, n, m) rows keyed (l1, l2)."""
+    L = D.shape[2] - 1
+    base = (a.unsqueeze(-2) @ B).squeeze(-2)  # (R, m)
+    out = {}
+    for l2 in range(1, L + 1):
+        M = base.unsqueeze(1).expand(-1, D.shape[1], -1)
+        for l1 in range(l2, 0, -1):
+            M = (M * D[:, :, l1]) @ Wm  # (R, n, m) @ (R, m, m)
+            out[(l1, l2)] = M
+    return out
+
+
+def _flip_candidates(W: torch.Tensor, f0: net.Forward, tau: float) -> list[torch.Tensor]:
+    """The exact layer-2 flip adversary (catalogue P4) for every sequence i: W' = tau u h~_{i,1}^T / ||h~_{i,1}||."""
+    out = []
+    for i in range(f0.h.shape[1]):
+        h1 = f0.h[:, i, 1]
+        hn = h1.norm(dim=-1).clamp_min(1e-300)
+        u = greedy_flip_vector(f0.g[:, i, 2], hn, tau)
+        u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        out.append(tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2))
+    return out
+
+
+_BACK = {"a": ("tilde", "tilde", "pert", "tilde"), "b": ("pert", "tilde", "pert", "pert"),
+         "c": ("tilde", "tilde", "tilde", "pert"), "d": ("tilde", "pert", "pert", "pert")}
+
+
+@QUANTITIES.register("rnn-backward-perturbation", "Lemma C.9 (args.which a-d): sup over ||W'||_2 <= tau0/sqrt(m) of max "
+                     "over i and segments of ||a^T B prod D1 W1 - a^T B prod D2 W2||_2 with (D1, W1, D2, W2) = (a) (D~, W~, "
+                     "D, W~), (b) (D, W~, D, W), (c) (D~, W~, D~, W), (d) (D~, W, D, W), a a fixed random unit vector; "
+                     "random perturbations plus the layer-2 flip adversary for every i (args.kind 'coord': the max "
+                     "|entry| instead of the norm, Lemma C.11 with the rank-one W' of rnn-rank-one-perturbation)",
+                     networks=NET)
+def backward_perturbation(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    which = ctx.arg("which", "a")
+    if which not in _BACK:
+        raise EstimatorError(f"args.which = {which!r}: one of a, b, c, d")
+    a = ctx.randn(ctx.replicates, B.shape[-2])
+    a = a / a.norm(dim=-1, keepdim=True)
+    tau = _radius(ctx)
+    with torch.no_grad():
+        f0 = net.forward(W, A, B, X)
+        cands = [random_perturbation(ctx.generator, [W], tau)[0] for _ in range(int(ctx.arg("random_draws", 2)))]
+        if SEARCH_ORDER[ctx.search] >= 3:
+            cands += _flip_candidates(W, f0, tau)
+        best = torch.zeros(W.shape[0], dtype=W.dtype)
+        for Wp in cands:
+            best = torch.maximum(best, _backward_diff(a, B, W, Wp, f0, net.forward(W + Wp, A, B, X), which, "norm"))
+    return Observation(best, method=f"random x {len(cands)} candidates incl. flip adversary" if SEARCH_ORDER[ctx.search] >= 3
+                       else "random")
+
+
+def _backward_diff(a, B, W, Wp, f0, f1, which, kind):
+    D1, W1, D2, W2 = _BACK[which]
+    pick_D = {"tilde": f0.mask(), "pert": f1.mask()}
+    pick_W = {"tilde": W, "pert": W + Wp}
+    r1 = _segment_rows(a, B, pick_D[D1], pick_W[W1])
+    r2 = _segment_rows(a, B, pick_D[D2], pick_W[W2])
+    best = torch.zeros(W.shape[0], dtype=W.dtype)
+    for key, v in r1.items():
+        diff = v - r2[key]
+        val = diff.norm(dim=-1) if kind == "norm" else diff.abs().amax(-1)
+        best = torch.maximum(best, val.amax(-1))
+    return best
+
+
+def _fresh_direction(fwd: net.Forward, i: int, l: int) -> torch.Tensor:
+    """v_{i,l} = (I - U_{l-1} U_{l-1}^T) h_{i,l} / ||.|| (Def B.2), (R, m)."""
+    R, n, _, m = fwd.h.shape
+    v = fwd.h[:, i, l]
+    if l > 1:
+        M = fwd.h[:, :, 1:l].transpose(1, 2).reshape(R, (l - 1) * n, m).transpose(-1, -2)
+        Q, _ = torch.linalg.qr(M)
+        v = v - ((v.unsqueeze(-2) @ Q) @ Q.transpose(-1, -2)).squeeze(-2)
+    return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+
+
+@QUANTITIES.register("rnn-rank-one-perturbation", "Lemmas C.10-C.11 for W' = y z^T, ||z|| = 1, y with N = args.N (an "
+                     "expression) random coordinates +-tau0/sqrt(m) (W' independent of B): args.which 'forward' max "
+                     "|((W~+W') h'_{i,l})_k| (C.10), 'back-a' max |(a^T B prod D W~ - a^T B prod D~ W~)_k| (C.11 (a)), "
+                     "'back-b' max |(a^T B prod D W - a^T B prod D W~)_k| (C.11 (b)); args.z 'random', 'h1' (h~_{1,1} "
+                     "normalised) or 'fresh' (v_{1,L-1} of Def B.2)", networks=NET)
+def rank_one_perturbation(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    R, m = W.shape[0], W.shape[-1]
+    N = max(1, min(m, round(_expr_arg(ctx, "N", 1))))
+    tau = _radius(ctx)
+    with torch.no_grad():
+        f0 = net.forward(W, A, B, X)
+        zk = ctx.arg("z", "fresh")
+        if zk == "random":
+            z = ctx.randn(R, m)
+        elif zk == "h1":
+            z = f0.h[:, 0, 1]
+        elif zk == "fresh":  # v_{1,L-1}: the fresh direction of the last h that W multiplies (h_{1,L} never is)
+            z = _fresh_direction(f0, 0, max(1, f0.L - 1))
+        else:
+            raise EstimatorError(f"args.z = {zk!r}: one of random, h1, fresh")
+        z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        idx = torch.rand(R, m, generator=ctx.generator).argsort(-1)[:, :N]
+        sgn = torch.randint(0, 2, (R, N), generator=ctx.generator).to(W.dtype) * 2 - 1
+        y = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, sgn * tau)
+        Wp = y.unsqueeze(-1) * z.unsqueeze(-2)
+        f1 = net.forward(W + Wp, A, B, X)
+        which = ctx.arg("which", "forward")
+        if which == "forward":
+            hp = f1.h - f0.h  # h'_{i,l}, l = 0..L
+            val = (hp @ (W + Wp).transpose(-1, -2).unsqueeze(1)).abs().flatten(1).amax(-1)
+        elif which in ("back-a", "back-b"):
+            a = ctx.randn(R, B.shape[-2])
+            a = a / a.norm(dim=-1, keepdim=True)
+            val = _backward_diff(a, B, W, Wp, f0, f1, "a" if which == "back-a" else "b", "coord")
+        else:
+            raise EstimatorError(f"args.which = {which!r}: one of forward, back-a, back-b")
+    return Observation(val, method=f"rank-one W', N = {N}, z = {zk}")
+
+
+# ---------------------------------------------------------------- backward coordinates (Lemma D.7)
+
+
+@QUANTITIES.register("rnn-backward-coordinate-fraction", "Lemma D.7: fraction of k in [m] with |u_k| >= "
+                     "||loss_{i*,l*}|| / (6 sqrt(d n L)), u = sum_{a >= l*} Back_{i*,l*->a}^T loss_{i*,a} (the adjoint "
+                     "r_{i*,l*}), for loss vectors fixed before W, A, B: args.losses 'single' (one unit loss at i* = 1, "
+                     "l* = args.lstar, default L) or 'gaussian' (iid N(0,1), (i*, l*) the argmax)", networks=NET)
+def backward_coordinate_fraction(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    R, n, L = X.shape[:3]
+    d = B.shape[-2]
+    lv = torch.zeros(R, n, L + 1, d, dtype=ctx.dtype)
+    kind = ctx.arg("losses", "single")
+    if kind == "single":
+        ls = int(_expr_arg(ctx, "lstar", L))
+        if not 2 <= ls <= L:
+            raise EstimatorError(f"args.lstar = {ls}: must lie in 2..L")
+        v = ctx.randn(R, d)
+        lv[:, 0, ls] = v / v.norm(dim=-1, keepdim=True)
+    elif kind == "gaussian":
+        lv[:, :, 2:] = ctx.randn(R, n, L - 1, d)
+    else:
+        raise EstimatorError(f"args.losses = {kind!r}: one of single, gaussian")
+    norms = lv.norm(dim=-1).flatten(1)  # (R, n (L+1))
+    star = norms.argmax(-1)
+    istar, lstar = star // (L + 1), star % (L + 1)
+    with torch.no_grad():
+        r = net.adjoints(W, B, net.forward(W, A, B, X), lv)  # r_{i,l} = sum_{a >= l} Back_{i,l->a}^T loss_{i,a}
+    ar = torch.arange(R)
+    u = r[ar, istar, lstar]
+    thr = norms[ar, star] / (6 * math.sqrt(d * n * L))
+    return Observation((u.abs() >= thr.unsqueeze(-1)).to(ctx.dtype).mean(-1), method="exact adjoint recursion")
