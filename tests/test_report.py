@@ -533,3 +533,39 @@ def test_malformed_paper_file_is_a_note_naming_file_and_field_not_a_crash(tmp_pa
     _run(claims_dir / "zou2018", db)
     index = build_report(db, tmp_path / "site").read_text()
     assert "Paper metadata not used" in index and "_paper.toml: field &#x27;results&#x27;" in index
+
+
+# --- issue 16: tail quantile, quantifiers row, findings typography ---------------------------------------
+
+
+def test_probabilistic_estimate_plot_marks_the_one_minus_delta_quantile(site):
+    page = _claim_page(site, IDS[0])
+    est = page[page.index("Estimate against the bound"):page.index("Slack distribution")]
+    marks = re.findall(r'class="tail-q"><title>config (\d+): 1 − δ quantile \(δ = 0\.1\) = ([^;]+);', est)
+    assert len(marks) == 3 and "1 − δ quantile (δ = 0.1) of the estimate" in est
+    store = Store(site["new_db"], readonly=True)
+    for index, shown in marks:
+        values = np.concatenate([s.value for s in store.shards(site["run_id"], IDS[0], int(index))])
+        assert float(shown) == pytest.approx(np.quantile(values, 0.9), rel=1e-4)
+
+
+def test_quantifiers_row_leaves_the_regime_to_its_math_row(site):
+    page = _claim_page(site, IDS[0])
+    checked = page[page.index("<h2>What is checked</h2>"):]
+    row = re.search(r"<dt>quantifiers</dt><dd>(.*?)</dd>", checked, re.DOTALL)
+    assert row[1] == "with probability &gt;= 1 - delta; search: none"  # no raw `phi**-4` repeat
+    regime = re.search(r"<dt>stated regime</dt><dd>(.*?)</dd>", checked, re.DOTALL)[1]
+    assert "<mfrac>" in regime and "<msup><mi>φ</mi><mn>4</mn></msup>" in regime  # phi**-4, in MathML
+
+
+@pytest.mark.parametrize("text, html", [
+    ("1 <= ||h_{i,1}|| and m >= 2", "1 ≤ ‖h<sub>i,1</sub>‖ and m ≥ 2"),
+    ("exp(-Omega(m/L^2)) and (1 - 1/(4L))^{l+1}", "exp(-Ω(m/L<sup>2</sup>)) and (1 - 1/(4L))<sup>l+1</sup>"),
+    ("sqrt(m) delta, phi**-4, x_1.", "√(m) δ, φ<sup>-4</sup>, x<sub>1</sub>."),
+    ("prose: max_layer_norm, lemma_b.toml, tau0, the beta version", ("prose: max_layer_norm, lemma_b.toml, tau0, "
+     "the β version")),
+])
+def test_findings_written_in_plain_text_get_math_typography(text, html):
+    from lemmacheck.report.pages import rich_text
+
+    assert rich_text(text) == f"<p>{html}</p>"

@@ -164,3 +164,36 @@ def test_pages_render_offline_in_chromium(driver, site, tmp_path):
     assert urls, "performance log recorded no requests at all: the network check would be vacuous"
     bad = [u for u in urls if not (u.startswith(("file://", "data:")))]
     assert not bad, f"pages requested network resources: {bad}"
+
+
+def test_radicals_clear_their_argument_and_nested_regime_fractions_keep_their_size(driver, site, tmp_path):
+    """Measured in Chromium's MathML layout with the report's own stylesheet: the radical's bar sits above its
+    argument's ink (it merged with it before), and a fraction nested in a regime keeps the outer size."""
+    from lemmacheck.report.assets import CSS
+    from lemmacheck.report.mathml import latex_to_mathml
+
+    sqrt = latex_to_mathml(r"\sqrt{m \log m} + \sqrt{\frac{L}{\delta}}", split=False)
+    page = tmp_path / "math.html"
+    page.write_text(f'<!doctype html><html><head><meta charset="utf-8"><style>{CSS}</style></head><body>'
+                    f'<div class="statement" id="s">{sqrt}</div></body></html>', encoding="utf-8")
+    driver.get(page.resolve().as_uri())
+    gaps = driver.execute_script(
+        "return [...document.querySelectorAll('#s msqrt')].map(r => {"
+        "  const tops = [...r.querySelectorAll('mi,mn,mo')].map(e => e.getBoundingClientRect().top);"
+        "  return Math.min(...tops) - r.getBoundingClientRect().top; });")
+    # px from the radical's top (its bar) to the highest token of its argument: 2.8 without the report's rule,
+    # where the bar touched "m log m" at normal zoom; 5.4 with it
+    assert len(gaps) == 2 and all(g >= 4.0 for g in gaps), gaps
+
+    link = site["index"].resolve().as_uri()
+    driver.get(link)
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.LINK_TEXT, "Theorem 5.1 (i)").click()
+    sizes = driver.execute_script(
+        "const inner = document.querySelector('.requires mfrac mfrac');"
+        "const m = inner.closest('math');"
+        "return [parseFloat(getComputedStyle(m).fontSize), parseFloat(getComputedStyle(inner.firstElementChild).fontSize)];")
+    assert sizes[1] >= 0.95 * sizes[0], sizes  # the nested fraction's numerator is not shrunk to a script size
+    tail = driver.find_elements(By.CSS_SELECTOR, "svg.plot .tail-q")
+    assert len(tail) == 3 and all(t.size["width"] > 5 for t in tail)  # the 1 - delta quantile marks are drawn

@@ -75,6 +75,10 @@ border-radius:6px;font-size:.95rem}
 math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math","Libertinus Math","TeX Gyre Termes Math",math}
 math[display=block]{margin:.4rem 0;overflow-x:auto;overflow-y:hidden}
 .formula math,.requires math{math-style:normal;font-size:1.12em}
+/* nested fractions in bounds and regimes keep their size; a radical's bar clears its argument */
+.formula mfrac>*,.requires mfrac>*{math-style:normal}
+msqrt>*,mroot>:first-child{padding-top:.14em}
+.tail-q{pointer-events:all}
 .requires{margin:.1rem 0 .3rem;padding-left:1.2rem}.requires li{margin:.25rem 0}
 .mbf{font-weight:bold}.mbi{font-weight:bold;font-style:italic}.msf{font-family:sans-serif}
 .mtt{font-family:monospace}.mit{font-style:italic}

@@ -75,14 +75,37 @@ def flags_html(flags: list[str]) -> str:
 
 
 def rich_text(s: str) -> str:
-    """Paragraphs of escaped text (hard-wrapped lines joined); $...$ segments become MathML."""
+    """Paragraphs of escaped text (hard-wrapped lines joined); $...$ segments become MathML, and the plain-text
+    math findings and notes are written in (||x_{i,1}|| <= sqrt(m) delta^2) gets math typography."""
     paras = [p for p in re.split(r"\n\s*\n", s.strip()) if p.strip()]
     out = []
     for p in paras:
         p = " ".join(line.strip() for line in p.splitlines())
-        body, _ = render_statement(p) if "$" in p else (esc(p), True)
+        body, _ = render_statement(p) if "$" in p else (ascii_math(esc(p)), True)
         out.append(f"<p>{body}</p>")
     return "".join(out)
+
+
+# Greek letter names that are not also English words or common identifiers (eta, mu, nu, pi, xi, chi stay)
+_GREEK_WORDS = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "theta": "θ",
+                "kappa": "κ", "lambda": "λ", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "psi": "ψ",
+                "omega": "ω", "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Sigma": "Σ", "Phi": "Φ",
+                "Omega": "Ω"}
+_ASCII_OPS = (("&lt;=", "≤"), ("&gt;=", "≥"), ("!=", "≠"), ("-&gt;", "→"), ("+/-", "±"), ("||", "‖"))
+_AFTER_BASE = r"(?<=[\w)\]}‖|])"  # a script attaches to a name, a closing bracket or a norm bar
+
+
+def ascii_math(text: str) -> str:
+    """Math typography for plain-text math in already-escaped text: relations, norms, roots, Greek names,
+    sub- and superscripts (x_{i,1}, x_1, x^2, x^{l+1}, x**-4). Only unambiguous patterns: prose is untouched."""
+    for a, b in _ASCII_OPS:
+        text = text.replace(a, b)
+    text = re.sub(r"\bsqrt(?=\()", "√", text)
+    text = re.sub(_AFTER_BASE + r"_\{([^{}]{1,40})\}", r"<sub>\1</sub>", text)
+    text = re.sub(_AFTER_BASE + r"_([A-Za-z0-9])(?!\w|\.\w)", r"<sub>\1</sub>", text)
+    text = re.sub(_AFTER_BASE + r"\^\{([^{}]{1,40})\}", r"<sup>\1</sup>", text)
+    text = re.sub(_AFTER_BASE + r"(?:\^|\*\*)(-?[A-Za-z0-9.]*[A-Za-z0-9])", r"<sup>\1</sup>", text)
+    return re.sub(r"\b(" + "|".join(_GREEK_WORDS) + r")\b", lambda m: _GREEK_WORDS[m[1]], text)
 
 
 def page(title: str, body: str, depth: int, header: str) -> str:
@@ -688,7 +711,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         checked = [("checked", _relation_mathml(view)),
                    ("bound as written", f"<code>{esc(chk.bound.text)}</code>"),
                    ("probability", (f"at least {prob}" if prob else esc(chk.probability))),
-                   ("quantifiers", esc(claim.quantifiers())),
+                   ("quantifiers", esc(claim.quantifiers().split("; regime: ")[0])),  # regime: next row
                    ("stated regime", _requires_list(view))]
         if chk.constants:
             checked.append(("hidden constants", esc(", ".join(chk.constants)) + " (checked as a scaling law)"))

@@ -139,7 +139,16 @@ def estimate_plot(view: ClaimView) -> tuple[str, str, str] | None:
     for c in cfgs:
         v = view.data[c.index].values
         stats[c.index] = (float(np.min(v)), float(np.median(v)), float(np.max(v)))
-    ys = [s for c in cfgs for s in stats[c.index]] + [c.bound for c in cfgs if math.isfinite(c.bound)]
+    # A probabilistic statement is about a tail: P(X <= b) >= 1 - delta holds exactly when the (1 - delta)
+    # quantile of X is <= b (for a lower bound, the delta quantile >= b). Mark that quantile per configuration.
+    tail = {}
+    if claim.mode == "probabilistic":
+        lower = claim.check.relation in (">=", ">")
+        for c in cfgs:
+            if 0 < c.delta < 1:
+                tail[c.index] = float(np.quantile(view.data[c.index].values, c.delta if lower else 1 - c.delta))
+    ys = ([s for c in cfgs for s in stats[c.index]] + [c.bound for c in cfgs if math.isfinite(c.bound)]
+          + list(tail.values()))
     xs = list(xv.values())
     xlog = bool(x) and S.wants_log(xs)
     ylog = S.wants_log(ys)
@@ -193,6 +202,12 @@ def estimate_plot(view: ClaimView) -> tuple[str, str, str] | None:
                    f"{c.replicates} replicates\nbound {S.fmt(c.bound, 6)}; worst slack {S.fmt(c.slack_min)}; "
                    f"violations {c.violations}/{c.replicates}")
             f.add(S.marker(px, f.y(med), col, not c.in_regime, tip, ring=c.verdict == "violated"))
+            if c.index in tail:
+                qy = f.y(tail[c.index])
+                f.add(f'<path d="M{px - 7:.1f} {qy:.1f}h14M{px:.1f} {qy - 4:.1f}l4 4-4 4-4-4z" stroke="{col}" '
+                      f'stroke-width="2" fill="#fff" class="tail-q"><title>config {c.index}: '
+                      f'{S.esc(_tail_label(claim, c.delta))} = {S.fmt(tail[c.index], 5)}; bound '
+                      f'{S.fmt(c.bound, 6)}</title></path>')
     chk = claim.check
     qlabel = f"{chk.quantity}" + (" (log scale)" if ylog else "")
     xlabel = (x + (" (log scale)" if xlog else "")) if x else "configuration #"
@@ -204,6 +219,12 @@ def estimate_plot(view: ClaimView) -> tuple[str, str, str] | None:
     else:
         items += [(S.swatch(_color(g), "dot"), lab) for g, lab in enumerate(labels)]
         items.append((S.swatch("#555", "line"), "median estimate; bar: min to max over replicates"))
+    if tail:
+        deltas = sorted({c.delta for c in cfgs if c.index in tail})
+        which = _tail_label(claim, deltas[0]) if len(deltas) == 1 else _tail_label(claim, None)
+        side = "above" if chk.relation in (">=", ">") else "below"
+        items.append((S.swatch("#555", "diamond"),
+                      f"{which} of the estimate: the statement holds where this is {side} the bound"))
     if common_bound:
         items.append((S.swatch(S.BOUND_COLOR, "line", "5 3"), f"bound ({chk.relation} {chk.bound.text})"))
     else:
@@ -224,6 +245,12 @@ def estimate_plot(view: ClaimView) -> tuple[str, str, str] | None:
                f"values{'' if x else ' (none varies, so configurations are listed in order)'}."
                f"{consts} Hover a marker for its parameters.")
     return plot, S.legend(items), caption
+
+
+def _tail_label(claim, delta: float | None) -> str:
+    """"1 − δ quantile" (upper bounds) or "δ quantile" (lower bounds), with δ's value when one is given."""
+    d = "δ" if delta is None else f"δ = {delta:g}"
+    return f"{d} quantile" if claim.check.relation in (">=", ">") else f"1 − δ quantile ({d})"
 
 
 def _thin(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

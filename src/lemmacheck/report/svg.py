@@ -313,6 +313,8 @@ def swatch(color: str, kind: str = "line", dash: str = "") -> str:
         body = f'<circle cx="11" cy="6" r="5" fill="none" stroke="{color}" stroke-width="1.5"/>'
     elif kind == "box":
         body = f'<rect x="2" y="0" width="18" height="12" fill="{color}" stroke="#c9ced6"/>'
+    elif kind == "diamond":  # the tail-quantile mark of estimate plots
+        body = f'<path d="M4 6h14M11 2l4 4-4 4-4-4z" fill="#fff" stroke="{color}" stroke-width="1.5"/>'
     else:
         body = f'<line x1="1" y1="6" x2="21" y2="6" stroke="{color}" stroke-width="2"{da}/>'
     return f'<svg class="sw" viewBox="0 0 22 12" width="22" height="12" aria-hidden="true">{body}</svg>'
