@@ -1,0 +1,86 @@
+"""Quantities whose law is known exactly, for calibrating verdicts (issue 9). Test-only: imported by the
+calibration tests and scripts/calibration.py, never by the product, so the product's registry stays clean.
+
+Every quantity draws from ctx.generator only (the runner's seeded stream), so a calibration run replays exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lemmacheck.context import Context, Observation
+from lemmacheck.registry import QUANTITIES
+
+NET = ("scalar",)
+
+
+@QUANTITIES.register("calib-bernoulli", "calibration: 1 with probability args.rate (else 0); a claim 'value <= 0.5 "
+                     "w.p. 1 - delta' is violated at exactly that rate", networks=NET)
+def bernoulli(ctx: Context) -> Observation:
+    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    return Observation((u < float(ctx.arg("rate"))).to(torch.float64))
+
+
+def _constant(kind: str, m: torch.Tensor | float) -> float:
+    m = float(m)
+    return {"flat": 2.0, "pow0.1": 2.0 * m ** 0.1, "pow0.2": 2.0 * m ** 0.2, "sqrtlog": math.sqrt(math.log(m)),
+            "converge": 2.0 * (1.0 - m ** -0.5)}[kind] if kind in ("flat", "pow0.1", "pow0.2", "sqrtlog",
+                                                                    "converge") else 2.0
+
+
+@QUANTITIES.register("calib-scaling", "calibration: C(m) sqrt(m) exp(sigma Z) with C(m) = args.growth (flat, pow0.1, "
+                     "pow0.2, sqrtlog, converge); 'widening' puts m^0.3 on 30% of draws (flat median, growing "
+                     "1 - delta tail); 'zeros' makes 30% of draws 0; 'nan-above' is NaN for m >= args.threshold",
+                     networks=NET)
+def scaling(ctx: Context) -> Observation:
+    m = ctx.p("m")
+    kind = str(ctx.arg("growth", "flat"))
+    sigma = float(ctx.arg("sigma", 0.05))
+    z = torch.randn(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    value = _constant(kind, m) * math.sqrt(m) * torch.exp(sigma * z)
+    if kind == "widening":
+        value = torch.where(u < 0.3, value * m ** 0.3, value)
+    elif kind == "zeros":
+        value = torch.where(u < 0.3, torch.zeros_like(value), value)
+    elif kind == "nan-above" and m >= float(ctx.arg("threshold")):
+        value = torch.full_like(value, math.nan)
+    return Observation(value)
+
+
+@QUANTITIES.register("calib-tight", "calibration: args.form = 'triangle' (||a + b|| - ||a|| - ||b|| for parallel a, b: "
+                     "<= 0 exactly, extras scale = ||a + b||), 'ratio' (sum x^2 / x.x: = 1 exactly), 'excess' "
+                     "(1 + args.excess: a real violation of <= 1), in the claim's dtype", networks=NET)
+def tight(ctx: Context) -> Observation:
+    d = ctx.i("d", 64)
+    a = ctx.randn(ctx.replicates, d)
+    form = str(ctx.arg("form"))
+    if form == "triangle":
+        b = a * torch.exp(ctx.randn(ctx.replicates, 1))  # parallel, positive multiple: equality in exact arithmetic
+        s = torch.linalg.vector_norm(a + b, dim=-1)
+        value = s - torch.linalg.vector_norm(a, dim=-1) - torch.linalg.vector_norm(b, dim=-1)
+        return Observation(value, extras={"scale": s})
+    if form == "ratio":
+        return Observation((a * a).sum(-1) / torch.einsum("ri,ri->r", a, a))
+    return Observation(torch.ones(ctx.replicates, dtype=ctx.dtype) * (1 + float(ctx.arg("excess"))))
+
+
+@QUANTITIES.register("calib-negative", "calibration: -2 exp(sigma Z) - args.shift; against 'value <= -1' it holds "
+                     "for shift = 0 and is violated with probability P(2 exp(sigma Z) < 1 - shift) otherwise",
+                     networks=NET)
+def negative(ctx: Context) -> Observation:
+    z = torch.randn(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    return Observation(-2.0 * torch.exp(float(ctx.arg("sigma", 0.1)) * z) + float(ctx.arg("shift", 0.0)))
+
+
+@QUANTITIES.register("calib-hitting", "calibration: a 'trajectory' that reaches its target (value 1) with probability "
+                     "args.reach and otherwise stops at the budget args.kmax (value kmax, extras reached = 0)",
+                     networks=NET)
+def hitting(ctx: Context) -> Observation:
+    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
+    reached = u < float(ctx.arg("reach"))
+    kmax = float(ctx.arg("kmax", 100))
+    return Observation(torch.where(reached, torch.ones_like(u), torch.full_like(u, kmax)),
+                       extras={"reached": reached.to(torch.float64), "budget": torch.full_like(u, kmax)})
