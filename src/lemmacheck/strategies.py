@@ -89,10 +89,17 @@ def integer_datasets(n: int, d: int, separation: float = 0.0, bound: int = 3) ->
 
 
 def datasets(n: int, d: int, separation: float = 0.0) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
-    """(origin, dataset) with unit-norm rows, pairwise >= separation apart: integer coordinates (the simplest,
-    where shrinking ends) or a structured geometry."""
-    return st.one_of(integer_datasets(n, d, separation).map(lambda X: ("integer", X)),
-                     structured_datasets(n, d, separation))
+    """(origin, dataset) with unit-norm rows, pairwise >= separation apart: one family drawn uniformly among the
+    structured geometries that admit (n, d, separation) and integer coordinates (so each is tried about equally
+    often; shrinking moves towards the simplest, GEOMETRY_ORDER's front)."""
+    names = [g for g in GEOMETRY_ORDER if GEOMETRIES[g].admits(n, d, separation) is None] + ["integer"]
+
+    def family(name: str) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
+        if name == "integer":
+            return integer_datasets(n, d, separation).map(lambda X: ("integer", X))
+        return structured_datasets(n, d, separation, (name,))
+
+    return st.sampled_from(names).flatmap(family)
 
 
 def labelings(n: int, X: torch.Tensor | None = None) -> st.SearchStrategy[list[int]]:
