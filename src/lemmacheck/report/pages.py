@@ -14,6 +14,7 @@ import sympy
 
 from ..claims import Paper
 from ..stats import DEFAULT_ALPHA
+from ..verdicts import SCALING_ALPHA, family_wise_bound
 from . import plots
 from . import svg as S
 from .assets import CSP, CSS, JS
@@ -257,9 +258,7 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
                     f"<tbody>{''.join(trs)}</tbody></table></div>"
                     + _missing(papers_info.get(p), coverage.get(p)) + "</section>")
 
-    n_tests = sum(1 for v in views if v.res and v.claim and v.claim.mode == "probabilistic"
-                  for c in v.res.configs if c.in_regime and c.interval == "clopper-pearson")
-    body.append(_run_section(info, dur, total_s, n_tests))
+    body.append(_run_section(info, dur, total_s, family_wise_bound([v.res for v in views if v.res])))
     body.append(_legend_section())
     return page(f"lemmacheck: run {info['run_id']}", "".join(body), 0, _run_header(info))
 
@@ -394,7 +393,7 @@ def _changes_section(views: list[ClaimView], cmp: Comparison, removed: list[OldC
     return f'<section class="card changes"><h2>Changes since run {esc(cmp.run_id)}</h2>{"".join(parts)}</section>'
 
 
-def _run_section(info: dict[str, Any], dur: float | None, total_s: float, n_tests: int = 0) -> str:
+def _run_section(info: dict[str, Any], dur: float | None, total_s: float, fw: dict[str, Any] | None = None) -> str:
     versions = info.get("versions") or {}
     vers = " · ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(versions.items()))
     facts = [
@@ -408,10 +407,11 @@ def _run_section(info: dict[str, Any], dur: float | None, total_s: float, n_test
         ("estimator time", f"{fmt_seconds(total_s)} (sum over shards)"),
         ("machine", esc(info.get("device", ""))),
         ("versions", vers),
-        ("error control", (f"α = {S.fmt(DEFAULT_ALPHA)} per configuration (two-sided Clopper–Pearson); over the "
-                           f"{n_tests} in-regime probabilistic configurations of this run, the chance of any false "
-                           f"“violated” is at most {n_tests} · α/2 = {S.fmt(n_tests * DEFAULT_ALPHA / 2)} "
-                           "(Bonferroni)")),
+        ("error control", (f"α = {S.fmt(DEFAULT_ALPHA)} per configuration (two-sided Clopper–Pearson), scaling slopes "
+                           f"at 1 − {S.fmt(SCALING_ALPHA)} per claim; over every claim of this run, the chance that "
+                           f"any true claim reads “violated” is at most {S.fmt((fw or {}).get('bound', 0.0))} ("
+                           + esc(", ".join(f"{k} {S.fmt(v)}" for k, v in sorted((fw or {}).get("by_mode", {}).items())))
+                           + "; Bonferroni). “holds” means not refuted at this confidence, never proved")),
         ("data", ('<a href="results.json">results.json</a> (every claim and configuration) · '
                  '<a href="results.csv">results.csv</a> (one row per configuration)')),
     ]
