@@ -789,3 +789,39 @@ def gaussian_edge_excess(ctx: Context) -> Observation:
     else:  # only s_max of the matrix matters: draw it exactly in law (linalg.gaussian_spectral_norm)
         s, meth = gaussian_spectral_norm(ctx.generator, (ctx.replicates,), d, m)
     return Observation(s.to(ctx.dtype) - math.sqrt(d) - math.sqrt(m), method=meth)
+
+
+@QUANTITIES.register("training-outcome", "after K (S)GD steps at eta = eta0 / M from Gaussian init (logistic loss): "
+                     "args.statistic = 'loss' (L_S(W^(K)); args.along: min over k <= K, Theorem 4.5's 'along its "
+                     "iterates') or 'errors' (#{i : y_i yhat_i <= 0} at the best iterate, Corollaries 4.4/4.7)",
+                     networks=NET)
+def training_outcome(ctx: Context) -> Observation:
+    """The conclusion of Theorems 4.1/4.5 and Corollaries 4.4/4.7 at a width and step budget of the claim's choice:
+    the training loss (or the training errors) that (S)GD actually reaches on the claim's datasets and labels."""
+    Ws, X = _init(ctx)
+    n = X.shape[-2]
+    y = ctx.labels(n, X)
+    eta = _eta0(ctx) / _M(_dims(ctx))
+    K = ctx.i("K")
+    along = bool(ctx.arg("along", False))
+    stat = ctx.arg("statistic", "loss")
+    if stat not in ("loss", "errors"):
+        raise ValueError(f"args.statistic = {stat!r}: one of loss, errors")
+    best_loss = torch.full((ctx.replicates,), math.inf, dtype=X.dtype)
+    best_err = torch.full((ctx.replicates,), float(n), dtype=X.dtype)
+    for k in range(K + 1):
+        batch = _batch(ctx, n) if k < K else None
+        grads, _, fwd = net.loss_gradients(Ws, X, y, batch=batch)
+        margin = y * fwd.out
+        loss = net.logistic(margin).mean(-1)
+        errors = (margin <= 0).sum(-1).to(X.dtype)
+        if along or k == K:
+            better = loss < best_loss
+            best_loss = torch.where(better, loss, best_loss)
+            best_err = torch.where(better, errors, best_err)
+        if k < K:
+            Ws = [W - eta * G for W, G in zip(Ws, grads)]
+    value = best_loss if stat == "loss" else best_err
+    where = "min over k <= K" if along else "at k = K"
+    return Observation(value, extras={"loss": best_loss, "errors": best_err},
+                       method=f"{'SGD' if ctx.i('B', n) < n else 'GD'}, K = {K} steps, eta = eta0/M, {where}")
