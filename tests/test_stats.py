@@ -22,8 +22,11 @@ from lemmacheck.stats import (
     ScalingFit,
     bernoulli_confidence_sequence,
     clopper_pearson,
+    draws_for_quantile,
     ecdf,
+    fit_quantile_scaling,
     fit_scaling,
+    quantile_interval,
     scaling_verdict,
 )
 
@@ -501,3 +504,38 @@ def test_ecdf_empty():
     for values in (np.array([]), np.array([np.nan])):
         x, prob = ecdf(values)
         assert x.shape == prob.shape == (0,)
+
+
+# --------------------------------------------------------------------------- quantile intervals (issue 9, item 5)
+
+
+def test_quantile_interval_covers_at_least_nominally_by_simulation():
+    rng = np.random.default_rng(5)
+    q, alpha, n, reps = 0.9, 0.05, 60, 3000
+    truth = sps.norm.ppf(q)
+    hits = sum(lo <= truth <= hi for lo, hi in (quantile_interval(rng.standard_normal(n), q, alpha)
+                                                  for _ in range(reps)))
+    assert hits / reps >= 1 - alpha - 3 * math.sqrt(alpha * (1 - alpha) / reps)
+
+
+def test_quantile_interval_ends_are_infinite_below_the_minimum_draw_count():
+    for q, alpha in ((0.5, 1e-3), (0.9, 2.5e-4), (0.99, 0.01)):
+        n = draws_for_quantile(q, alpha)
+        x = np.arange(n, dtype=float)
+        assert all(map(math.isfinite, quantile_interval(x, q, alpha)))
+        assert not all(map(math.isfinite, quantile_interval(x[:-1], q, alpha)))
+
+
+def test_fit_quantile_scaling_slope_interval_covers_the_true_quantile_slope():
+    """The box construction covers the slope of the true quantiles with probability >= 1 - alpha (simulated
+    with a heavy right tail, where a bootstrap of an extreme under-covers)."""
+    rng = np.random.default_rng(11)
+    log_m = np.log([64.0, 256.0, 1024.0, 4096.0])
+    alpha, reps, q = 0.05, 300, 0.9
+    covered = 0
+    for _ in range(reps):
+        samples = [0.2 * lm + rng.standard_t(3, 120) for lm in log_m]  # quantile slope exactly 0.2
+        fit, lo, hi = fit_quantile_scaling(["m"], log_m, samples, [q] * 4, alpha)
+        covered += fit.ci_low[0] <= 0.2 <= fit.ci_high[0]
+        assert np.all(lo <= hi)
+    assert covered / reps >= 1 - alpha
