@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import os
 import platform
 import time
 import zlib
@@ -213,21 +214,73 @@ class InProcessExecutor(Executor):
         return f
 
 
-def _drain(ex: Executor, tasks: list[ShardTask], store: Store, run_id: int,
-           progress: Callable[[str], None] | None) -> None:
+MAX_WORKER_DEATHS = 3  # a shard whose worker dies this often is refused, not retried forever
+
+
+def _worker_died(exc: BaseException) -> bool:
+    """A worker process died under the shard (OOM killer, signal): the process pool breaks, Dask gives up with
+    KilledWorker once its own retries are spent. The shard's row was never written, so it is simply run again."""
+    return isinstance(exc, cf.BrokenExecutor) or type(exc).__name__ == "KilledWorker"
+
+
+class _Pool:
+    """The executor a run uses, replaced by a fresh one when a process pool breaks under a dying worker."""
+
+    def __init__(self, ex: Executor, make: Callable[[], Executor] | None):
+        self.ex, self.make = ex, make
+
+    def restart(self) -> None:
+        if self.make is None:  # a borrowed executor (Dask) reschedules by itself: resubmit to it
+            return
+        self.ex.shutdown(wait=False, cancel_futures=True)
+        self.ex = self.make()
+
+
+def _drain(pool: _Pool, tasks: list[ShardTask], store: Store, run_id: int, progress: Any = None) -> None:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
-    loses at most the shards in flight (one, in-process)."""
-    window = 1 if isinstance(ex, InProcessExecutor) else 2 * max(1, getattr(ex, "_max_workers", 1))
+    loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
+    fresh pool: only completed shards are written, each once (the store's key refuses a second row)."""
+    window = 1 if isinstance(pool.ex, InProcessExecutor) else 2 * max(1, getattr(pool.ex, "_max_workers", 1))
     pending = iter(tasks)
-    inflight = {ex.submit(execute_shard, t) for t in itertools.islice(pending, window)}
+    retry: list[ShardTask] = []
+    deaths: dict[tuple[str, int, int], int] = {}
+    inflight: dict[Future, ShardTask] = {}
+
+    def refill(n: int) -> None:
+        for t in itertools.islice(itertools.chain(retry[:n], pending), n):
+            inflight[pool.ex.submit(execute_shard, t)] = t
+        del retry[:n]
+
+    refill(window)
     while inflight:
-        done, inflight = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+        done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+        broken = False
         for fut in done:
-            rec = fut.result()
+            task = inflight.pop(fut)
+            try:
+                rec = fut.result()
+            except BaseException as exc:
+                if not _worker_died(exc):
+                    raise
+                key = (task.claim_id, task.config_index, task.shard_index)
+                deaths[key] = deaths.get(key, 0) + 1
+                if deaths[key] >= MAX_WORKER_DEATHS:
+                    raise LemmacheckError(
+                        f"{task.source}: the worker process died {deaths[key]} times running {task.claim_id} "
+                        f"config {task.params} shard {task.shard_index} (out of memory?); completed shards are "
+                        "saved: lower the configuration's width or shard_size, then --resume") from exc
+                retry.append(task)
+                broken = broken or isinstance(exc, cf.BrokenExecutor)
+                continue
             store.write_shard(run_id, rec)
-            if progress:
-                progress(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}")
-        inflight |= {ex.submit(execute_shard, t) for t in itertools.islice(pending, len(done))}
+            if progress is not None:
+                progress.shard_done(task, rec)
+        if broken:
+            # every other in-flight future of a broken pool fails too: collect them, then start a fresh pool
+            retry.extend(inflight.values())
+            inflight.clear()
+            pool.restart()
+        refill(window - len(inflight))
 
 
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
@@ -285,6 +338,56 @@ def make_executor(workers: int) -> Executor:
     return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
 
 
+def available_memory() -> int:
+    """Bytes this machine can give a run now (MemAvailable, or the GPU's free memory under --device cuda);
+    LEMMACHECK_MEMORY_LIMIT (bytes) overrides it, for a shared machine or a container whose limit /proc does not
+    show."""
+    env = os.environ.get("LEMMACHECK_MEMORY_LIMIT")
+    if env:
+        return int(float(env))
+    device = current_device()
+    if device.startswith("cuda") and torch.cuda.is_available():  # shards allocate on the GPU: its free memory
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_estimate(claim: Claim, params: dict[str, float], replicates: int) -> int:
+    """Bytes one shard of this configuration needs at least. A quantity may register `memory=fn(params,
+    replicates, itemsize) -> bytes` (its weights, perturbations, workspaces); without one, a floor every
+    estimator pays: one layer's activations (R x n x max(m, d)) and the dataset (R x n x d), twice over for the
+    copies torch makes. Only a floor, so a refusal is never wrong; a declared estimate makes it sharper."""
+    chk = claim.check
+    assert chk is not None
+    itemsize = 8 if chk.dtype == "float64" else 4
+    values = {**chk.regime_constants, **params}
+    declared = QUANTITIES.get(chk.quantity).extra.get("memory") if chk.quantity in QUANTITIES else None
+    if declared is not None:
+        return int(declared(values, replicates, itemsize))
+    n, m, d = (max(1.0, float(values.get(k, 1))) for k in ("n", "m", "d"))
+    return int(2 * replicates * n * (max(m, d) + d) * itemsize)
+
+
+def check_memory(plans: dict[str, tuple[Claim, list[ConfigPlan]]], profile: str, workers: int) -> None:
+    """Refuse, before any shard runs, a configuration whose shard needs more memory than each worker can have,
+    rather than let the OS kill the run half-way."""
+    budget = available_memory() // max(1, workers)
+    for claim, plans_ in plans.values():
+        for p in plans_:
+            need = memory_estimate(claim, p.params, p.shard_replicates(0))
+            if need > budget:
+                raise LemmacheckError(
+                    f"{claim.source}: configuration {p.params} needs about {need / 2**30:.3g} GiB per shard "
+                    f"({p.shard_replicates(0)} replicates) but {budget / 2**30:.3g} GiB are available per worker "
+                    f"({max(1, workers)} worker(s)); nothing was run (fix: a smaller shard_size in "
+                    f"[profiles.{profile}], fewer --workers, or a smaller configuration)")
+
+
 def versions() -> dict[str, str]:
     from importlib.metadata import version  # not `import hypothesis`: a repro would pay ~1 s to import it
 
@@ -334,15 +437,18 @@ def device_description() -> str:
 def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", seed: int = 0, workers: int = 1,
                resume: bool = False, update: bool = False, rerun: Iterable[str] = (),
                paths: list[str] | None = None, executor: Executor | None = None,
-               progress: Callable[[str], None] | None = None) -> int:
+               progress: Any = None) -> int:
     """Run every claim's planned shards that are not yet in the store; return the run id.
 
     `resume` continues the last unfinished run with the same seed, profile and paths (refusing a claim
     whose file changed since). `update` brings the latest such run, finished or not, up to date with the
     claim files: changed claims are re-run from scratch, new ones added, deleted ones dropped, untouched
     ones kept. Neither notices changes to estimator code: start a new run after changing one, or name the
-    claims it affects in `rerun` (with `update`: their stored shards are dropped and drawn again)."""
+    claims it affects in `rerun` (with `update`: their stored shards are dropped and drawn again).
+    `progress` (a progress.RunProgress) hears of every planned wave and every stored shard."""
     paths = paths if paths is not None else sorted(c.id for c in claims)
+    plans = {c.id: (c, [] if c.mode == "infeasible" else plan(c, profile, seed)) for c in claims}
+    check_memory(plans, profile, workers)
     run_id = None
     if update:
         run_id = store.find_latest(seed, profile, paths)
@@ -357,31 +463,32 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     # reads only that configuration's stored prefix of shards, so it is the same for any executor.
     waves: list[ShardTask] = []
     sequential: list[tuple[Claim, int, ConfigPlan]] = []
-    for claim in claims:
-        plans = [] if claim.mode == "infeasible" else plan(claim, profile, seed)
+    for claim, claim_plans in plans.values():
         store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
-                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in plans])
+                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in claim_plans])
         done = store.done_shards(run_id, claim.id)
-        for j, p in enumerate(plans):
+        for j, p in enumerate(claim_plans):
             if p.early_stop:
                 sequential.append((claim, j, p))
                 continue
             waves.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
     own = executor is None
-    ex = executor or make_executor(workers)
+    pool = _Pool(executor or make_executor(workers), (lambda: make_executor(workers)) if own else None)
     try:
         while True:
             waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in sequential) if t)
             if not waves:
                 break
-            _drain(ex, waves, store, run_id, progress)
+            if progress is not None:
+                progress.planned(waves)
+            _drain(pool, waves, store, run_id, progress)
             waves = []
     except BaseException:
-        if own and hasattr(ex, "shutdown"):
-            ex.shutdown(wait=False, cancel_futures=True)
+        if own and hasattr(pool.ex, "shutdown"):
+            pool.ex.shutdown(wait=False, cancel_futures=True)
         raise
     if own:
-        ex.shutdown(wait=True)
+        pool.ex.shutdown(wait=True)
     store.finish_run(run_id)
     return run_id
 
