@@ -71,3 +71,17 @@ def test_every_run_replays_the_corpus_first(claim, tmp_path):
         first = res.configs[0]  # the corpus entry, planned before the profile's configurations
         assert first.params == ce.params and first.seed == ce.seed and first.violations == ce.violations
         assert first.slack_min == ce.slack_min  # the same draws whatever the run's seed
+
+
+def test_report_section_shows_how_hard_it_was_hunted_and_draws_the_dataset(claim):
+    from lemmacheck.report.pages import hunt_section
+
+    assert hunt_section(claim) == ""  # never hunted
+    res = hunt(claim, examples=100, seed=0)
+    corpus.record_hunt(claim, res, seed=0, replicates=8)
+    html = hunt_section(claim)
+    assert "<h2>Hunts</h2>" in html and "counterexample" in html
+    assert f"<td>{len(res.probes)}</td>" in html  # cases probed
+    assert html.count("<circle") == 1 + 2  # the unit circle and the two points of the minimal dataset
+    assert "dataset, 2 points in 2 dimensions" in html
+    assert [e.points for e in corpus.load(claim)] == [[[1.0, 0.0], [-1.0, 0.0]]]

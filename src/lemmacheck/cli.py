@@ -279,6 +279,10 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         extra += f"  labels {_signs(p.labels)}" if p.labels else ""
         print(f"  slack {p.slack_min:9.4g}  violations {p.violations:3d}/{p.replicates}  "
               f"{'in regime ' if p.in_regime else 'OUT of regime'}  {p.params}{extra}")
+    if a.save:
+        from .corpus import record_hunt
+        if not res.counterexample:
+            print(f"  hunt recorded in {record_hunt(claim, res, seed=a.seed, replicates=a.replicates)}")
     if res.counterexample:
         ce = res.counterexample
         print(f"counterexample (shrunk by Hypothesis, {ce.found_by}): {ce.params}")
@@ -287,9 +291,8 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         if ce.labels is not None:
             print(f"  labels: {_signs(ce.labels)}")
         if a.save:
-            from .corpus import save
-
-            print(f"  saved to {save(claim, ce)}: every later run of the claim replays it first")
+            print(f"  saved to {record_hunt(claim, res, seed=a.seed, replicates=a.replicates)}: every later run "
+                  "of the claim replays it first")
         if ce.points is None and ce.labels is None and not ce.search:
             print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates))
         else:  # a pinned dataset/labels/search: the hunt itself (deterministic) or the corpus replays it
@@ -389,7 +392,8 @@ def parser() -> argparse.ArgumentParser:
                     help="replicates that confirm a probabilistic violation is significant (default: 400)")
     hu.add_argument("--adversary-steps", type=int, default=0,
                     help="gradient steps moving the worst dataset on the sphere (differentiable quantities)")
-    hu.add_argument("--save", action="store_true", help="save a counterexample to the claim's corpus")
+    hu.add_argument("--save", action="store_true",
+                    help="record the hunt (and its counterexample, replayed by later runs) in the claim's corpus")
     hu.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives")
     hu.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     hu.set_defaults(fn=cmd_hunt)

@@ -42,16 +42,42 @@ def _key(p: Probe) -> str:
     return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates])
 
 
+def hunts(claim: Claim) -> list[dict[str, Any]]:
+    """Summaries of the hunts recorded for the claim (how hard it was hunted), oldest first."""
+    path = corpus_path(claim)
+    return list(json.loads(path.read_text()).get("hunts", [])) if path.is_file() else []
+
+
+def _write(claim: Claim, entries: list[Probe], hunt_log: list[dict[str, Any]]) -> Path:
+    path = corpus_path(claim)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"claim": claim.id, "entries": [e.to_json() for e in entries], "hunts": hunt_log}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
 def save(claim: Claim, found: Probe) -> Path:
     """Add a counterexample to the claim's corpus (once: an identical entry is not repeated)."""
     entries = load(claim)
     if _key(found) not in {_key(e) for e in entries}:
         entries.append(found)
-    path = corpus_path(claim)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {"claim": claim.id, "entries": [e.to_json() for e in entries]}
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return path
+    return _write(claim, entries, hunts(claim))
+
+
+def record_hunt(claim: Claim, res: Any, *, seed: int, replicates: int) -> Path:
+    """Record how hard the claim was hunted (a hunt.HuntResult): cases, dataset families and label patterns
+    tried, the search, the best slack and whether a counterexample was found; one record per (seed, examples)."""
+    worst = res.worst()
+    summary = {"seed": seed, "examples": res.examples, "replicates": replicates, **res.tried(),
+               "data": res.data, "labels": res.labels,
+               "best_slack": None if worst is None or worst.slack_min == float("inf") else worst.slack_min,
+               "best_params": None if worst is None else worst.params,
+               "found": res.counterexample is not None, "notes": list(res.notes)}
+    log = [h for h in hunts(claim) if (h.get("seed"), h.get("examples")) != (seed, res.examples)] + [summary]
+    entries = load(claim)
+    if res.counterexample is not None and _key(res.counterexample) not in {_key(e) for e in entries}:
+        entries.append(res.counterexample)
+    return _write(claim, entries, log)
 
 
 def replay(claim: Claim) -> list[tuple[Probe, Probe]]:

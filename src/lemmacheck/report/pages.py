@@ -695,6 +695,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
     if claim is not None and claim.finding:
         body.append(f'<div class="card findings"><h2>Finding</h2><div class="prose">{rich_text(claim.finding)}'
                     "</div></div>")
+    body.append(hunt_section(claim))
 
     # Statement.
     rendered, ok = render_statement(statement)
@@ -749,3 +750,70 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
                     + "".join(extra) + "</div>")
     title = f"{view.paper} {view.label}: {view.title}"
     return page(title, "".join(body), 1, _run_header(info))
+
+
+# ------------------------------------------------------------------------------ hunts (issue 10)
+
+
+def dataset_svg(points: list[list[float]], labels: list[int] | None = None, size: int = 160) -> str:
+    """An inline SVG scatter of a 2-D or 3-D dataset on the unit sphere (3-D: an oblique projection), points
+    coloured by label; "" for other dimensions."""
+    d = len(points[0]) if points else 0
+    if d not in (2, 3):
+        return ""
+    c, r = size / 2, size / 2 - 12
+
+    def xy(p: list[float]) -> tuple[float, float]:
+        x, y = (p[0], p[1]) if d == 2 else (p[0] - 0.45 * p[2], p[1] - 0.3 * p[2])
+        return c + r * x / (1.45 if d == 3 else 1), c - r * y / (1.45 if d == 3 else 1)
+
+    dots = []
+    for i, p in enumerate(points):
+        x, y = xy(p)
+        lab = labels[i] if labels else 1
+        fill = "#1f77b4" if lab > 0 else "#d62728"
+        dots.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}"><title>x_{i + 1} = '
+                    f'{esc(", ".join(f"{v:.4g}" for v in p))}{"" if not labels else f"; y = {lab:+d}"}</title></circle>')
+    ring = f'<circle cx="{c}" cy="{c}" r="{r / (1.45 if d == 3 else 1):.1f}" fill="none" stroke="#bbb"/>'
+    return (f'<svg class="dataset" width="{size}" height="{size}" viewBox="0 0 {size} {size}" role="img" '
+            f'aria-label="dataset, {len(points)} points in {d} dimensions">{ring}{"".join(dots)}</svg>')
+
+
+def hunt_section(claim) -> str:
+    """How hard the claim was hunted (claims/<paper>/corpus/<claim>.json, written by `lemmacheck hunt --save`) and
+    its minimal counterexamples, 2-D/3-D datasets drawn; "" when it was never hunted."""
+    if claim is None:
+        return ""
+    from .. import corpus
+
+    try:
+        log, entries = corpus.hunts(claim), corpus.load(claim)
+    except (ValueError, OSError) as exc:
+        return f'<h2>Hunts</h2><div class="card errbox">{esc(exc)}</div>'
+    if not log and not entries:
+        return ""
+    rows = []
+    for h in log:
+        fams = ", ".join(f"{k} {v}" for k, v in sorted((h.get("geometries") or {}).items())) or "-"
+        best = "-" if h.get("best_slack") is None else S.fmt(h["best_slack"], 4)
+        rows.append(f"<tr><td>{h.get('cases', 0)}</td><td>{esc(fams)}</td><td>{h.get('label_patterns', 0)}</td>"
+                    f"<td>{esc(h.get('search', ''))}</td><td>{esc(best)}</td>"
+                    f"<td>{'counterexample' if h.get('found') else 'nothing found'}</td></tr>")
+    out = [('<h2>Hunts</h2><div class="card"><p class="note">Hypothesis searched the parameters and, where the '
+            "quantity draws them, datasets, labels and perturbation directions (lemmacheck hunt). A search that "
+            "finds nothing proves nothing.</p>")]
+    if rows:
+        out.append("<table><tr><th>cases</th><th>dataset families tried</th><th>label patterns</th><th>search</th>"
+                   "<th>best slack</th><th>outcome</th></tr>" + "".join(rows) + "</table>")
+    for e in entries:
+        desc = [f"<code>{esc(json.dumps(e.params, sort_keys=True))}</code>", f"slack {esc(S.fmt(e.slack_min, 4))}",
+                f"{e.violations} of {e.replicates} draws violate", esc(e.found_by)]
+        if e.geometry:
+            desc.append(f"dataset: {esc(e.geometry)}")
+        if e.labels is not None:
+            desc.append("labels " + esc("".join("+" if v > 0 else "-" for v in e.labels)))
+        pic = dataset_svg(e.points, e.labels) if isinstance(e.points, list) else ""
+        out.append('<div class="counterexample"><p><b>Minimal counterexample</b> (replayed first by every run): '
+                   + " · ".join(desc) + "</p>" + pic + "</div>")
+    return "".join(out) + "</div>"
+
