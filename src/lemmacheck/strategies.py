@@ -13,8 +13,7 @@ dimension and simple coordinates. Labels are explicit +-1 patterns (every patter
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
@@ -40,7 +39,6 @@ class Case:
     points: list[list[float]] | None = None
     labels: list[int] | None = None
     geometry: str = ""  # where the dataset came from ("integer" for integer coordinates)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def key(self) -> str:
         import json
@@ -159,11 +157,6 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True) -> st.SearchS
         return case
 
     return build()
-
-
-def round_trip_ok(points: list[list[float]]) -> bool:
-    """A dataset survives JSON (corpus) exactly: floats print with repr, which round-trips."""
-    return all(math.isfinite(v) for row in points for v in row)
 
 
 def _snap(v: float, tol: float = 1e-9) -> float:
