@@ -201,3 +201,16 @@ def test_summary_table_headers_and_scaling_claims_show_their_fit(tmp_path, claim
     col = header.index("worst slack")
     assert row[col:col + 11].strip() == "-"  # not the slack at the illustrative constant
     assert "C slope in " in row[header.index("scaling fit"):]
+
+
+def test_show_skips_a_damaged_store_it_was_not_asked_for(tmp_path, claims_dir, capsys, monkeypatch):
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(claims_dir), "--quiet"]) == 0
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "broken.db").write_bytes(b"not sqlite" * 50)  # the newest file, but unreadable
+    capsys.readouterr()
+    assert main(["show", "toy/lemma-1/norm", "--claims", str(claims_dir)]) == 0
+    cap = capsys.readouterr()
+    assert "store .lemmacheck/results.db, run 1" in cap.out and "warning: skipped runs/broken.db" in cap.err
+    assert main(["show", "toy/lemma-1/norm", "--claims", str(claims_dir), "--db", "runs/broken.db"]) == 2

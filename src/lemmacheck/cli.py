@@ -239,7 +239,13 @@ def _latest_results(claim_id: str, db: str | None) -> tuple[str | None, int | No
         cands = sorted({p for p in [Path(DEFAULT_DB), *Path("runs").glob("*.db")] if p.is_file()},
                        key=lambda p: p.stat().st_mtime, reverse=True)
     for path in cands:
-        store = Store(path, readonly=True)
+        try:
+            store = Store(path, readonly=True)
+        except LemmacheckError as exc:
+            if db is not None:
+                raise
+            _err(f"warning: skipped {exc}")  # one damaged store among runs/*.db must not hide the others
+            continue
         try:
             for run_id in range(store.latest_run() or 0, 0, -1):
                 if claim_id in store.claim_ids(run_id):
