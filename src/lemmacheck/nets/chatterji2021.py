@@ -114,7 +114,7 @@ def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _log_softplus_neg(mg: torch.Tensor) -> torch.Tensor:
     """log log(1 + e^{−m}) without underflow: for large m it is −m + log(log1p(t)/t), t = e^{−m}."""
     t = torch.exp(-mg)
-    small = torch.log(torch.nn.functional.softplus(-mg))
+    small = torch.log(torch.logaddexp(torch.zeros_like(mg), -mg))  # softplus() is linear past 20: 1e-11 off
     safe_t = torch.where(t > 0, t, torch.ones_like(t))
     # log(log1p(t)/t) = -t/2 + O(t^2); the series also avoids subnormal t, where log1p(t)/t loses every bit.
     corr = torch.where(safe_t < 1e-8, -safe_t / 2, torch.log(torch.log1p(safe_t) / safe_t))

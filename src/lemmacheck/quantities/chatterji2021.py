@@ -434,6 +434,11 @@ def concave_sum_min(ctx: Context) -> Observation:
                        method="six concave families x random / vertex / barycentre simplex points")
 
 
+def trailing_products_max(a: torch.Tensor) -> torch.Tensor:
+    """max_{k in [L]} prod_{j=k+1}^{L+1} a_j for profiles a (R, L+1): suffix products of a_2..a_{L+1}."""
+    return torch.flip(torch.cumprod(torch.flip(a[:, 1:], [-1]), -1), [-1]).amax(-1)
+
+
 def _norm_profiles(ctx: Context, L: int, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """(R, L+1) non-negative layer norms with collective norm eta in [lo, hi] (log-uniform): half random, half the
     AM-GM extremals (the last m layers equal, the others 0, m uniform in [1, L+1])."""
@@ -460,9 +465,7 @@ def norm_profile_ratio(ctx: Context) -> Observation:
         a = _norm_profiles(ctx, L, torch.full((R,), lo, dtype=torch.float64),
                            torch.full((R,), top * math.sqrt(L + 1), dtype=torch.float64))
         eta = a.norm(dim=-1)
-        # prod_{j=k+1}^{L+1} a_j for k in [L]: suffix products of a_2..a_{L+1}
-        suffix = torch.flip(torch.cumprod(torch.flip(a[:, 1:], [-1]), -1), [-1])
-        lhs = suffix.amax(-1)
+        lhs = trailing_products_max(a)
         rhs = (eta / math.sqrt(L)) ** L if part == "b6-1" else eta ** L
         return Observation(lhs / rhs, extras={"norm_V": eta}, method="random and AM-GM-extremal norm profiles")
     if part != "b7":
@@ -1120,3 +1123,284 @@ def clustered_margin(ctx: Context) -> Observation:
     mux = (X * mu[:, None]).sum(-1)  # (R, n)
     g = (act.df(U) * (V2 * Wrow)[:, None, :]).sum(-1) * mux
     return Observation((y * g).amin(-1) / math.sqrt(p), extras=extras, method="the proof's explicit W*")
+
+
+# ================================================== Appendices D and E: the neighbourhood of initialisation
+def _ball_point(ctx: Context, Vs: list[torch.Tensor], fwd: net.Forward, tau: float, norm: str) -> list[torch.Tensor]:
+    """A point of the ball {max_l ||V_l - V^(1)_l|| <= tau} (norm 'op' over hidden layers, Frobenius on V_{L+1}, as
+    E.13-E.15; or 'fro' on every layer, Definition D.1) on its boundary: per layer half Gaussian, half rank one
+    a x_{l-1,s}^T aimed along the sample's input to that layer (the direction that moves u_{l,s} most)."""
+    R, n = fwd.out.shape
+    out = []
+    for l, V in enumerate(Vs):
+        G = torch.randn(V.shape, generator=ctx.generator, dtype=V.dtype)
+        s = torch.randint(0, n, (R,), generator=ctx.generator)
+        b = fwd.x[l][torch.arange(R), s]
+        b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        a = torch.randn(R, V.shape[1], generator=ctx.generator, dtype=V.dtype)
+        rank1 = a.unsqueeze(-1) * b.unsqueeze(-2)
+        D = torch.where(torch.rand(R, 1, 1, generator=ctx.generator) < 0.5, G, rank1)
+        size = _op_norm(D) if (norm == "op" and l < len(Vs) - 1) else torch.linalg.matrix_norm(D)
+        out.append(V + tau * D / size.clamp_min(1e-300).reshape(-1, 1, 1))
+    return out
+
+
+BALL_PARTS = ("e13", "e14-flips", "e14-x", "e15", "d7-app", "d7-gamma")
+
+
+@QUANTITIES.register("chatterji2021-ball-perturbation", "Lemmas E.13-E.15, D.7 near He initialisation, max over samples "
+                     "and layers, by the claim's search over points of the tau-ball (random + rank-one aligned; "
+                     "lower estimates of the sups): 'e13' ||prod_{j=l1}^{l2} V~_j^T Sigma~_j||_op with k-sparse Sigma "
+                     "changes in [-3,3]; 'e14-flips' ||Sigma^V~ - Sigma^V^||_0; 'e14-x' ||x^V~ - x^V^||; 'e15' the "
+                     "output-row difference with O(p L^2 tau^{2/3})-sparse Sigma-bar; 'd7-app' the Taylor remainder "
+                     "eps_app; 'd7-gamma' max_l ||grad_{V_l} f||", networks=NET)
+def ball_perturbation(ctx: Context) -> Observation:
+    from ..expressions import parse
+    part = str(ctx.arg("part", "e14-x"))
+    if part not in BALL_PARTS:
+        raise EstimatorError(f"args.part = '{part}': expected one of {BALL_PARTS}")
+    X = ctx.inputs()
+    L, p, R = ctx.i("L"), ctx.i("p"), X.shape[0]
+    tau = float(ctx.p("tau"))
+    # h <= tau / sqrt(p) (E.14, E.15, D.7): args.h_frac sets h = h_frac tau / sqrt(p); otherwise the claim's h
+    act = _act(ctx, float(ctx.arg("h_frac")) * tau / math.sqrt(p) if ctx.arg("h_frac") is not None else None)
+    Vs = net.init(ctx.generator, R, p, L, ctx.dtype)
+    fwd = net.forward(Vs, X, act)
+    norm = "fro" if part.startswith("d7") else "op"
+    best = torch.zeros(R, dtype=X.dtype)
+    for _ in range(int(ctx.arg("points", 4))):
+        Vt = _ball_point(ctx, Vs, fwd, tau, norm)
+        Vh = _ball_point(ctx, Vs, fwd, tau, norm) if ctx.arg("second", "ball") == "ball" else Vs
+        ft, fh = net.forward(Vt, X, act), net.forward(Vh, X, act)
+        if part == "e14-flips":
+            val = torch.stack([(a != b).sum(-1).amax(-1) for a, b in zip(ft.dphi, fh.dphi)], -1).amax(-1).to(X.dtype)
+        elif part == "e14-x":
+            val = torch.stack([(a - b).norm(dim=-1).amax(-1) for a, b in zip(ft.x[1:], fh.x[1:])], -1).amax(-1)
+        elif part == "d7-gamma":
+            dt, _ = net.backward(Vt, ft)
+            grads = net.output_gradients(ft, dt)
+            val = torch.stack([G.flatten(2).norm(dim=-1).amax(-1) for G in grads], -1).amax(-1)
+        elif part == "d7-app":
+            dt, _ = net.backward(Vt, ft)
+            lin = sum((G * (a - b).unsqueeze(1)).flatten(2).sum(-1)
+                      for G, a, b in zip(net.output_gradients(ft, dt), Vh, Vt))
+            val = (fh.out - ft.out - lin).abs().amax(-1)
+        elif part == "e13":
+            k = max(1, int(parse(str(ctx.arg("k", "1")), set(ctx.params)).evaluate(ctx.params)))
+            vals = []
+            for s in range(X.shape[1]):
+                # Sigma~: Sigma^{V1} with k coordinates per layer set to +-3 (random coordinates, random signs)
+                sig = []
+                for l in range(L):
+                    d = fwd.dphi[l][:, s].clone()
+                    idx = torch.rand(R, p, generator=ctx.generator).argsort(-1)[:, :k]
+                    d.scatter_(-1, idx, 3.0 * _signs(ctx, R, k))
+                    sig.append(d)
+                for l1 in range(L):
+                    M = Vt[l1].transpose(-1, -2) * sig[l1].unsqueeze(-2)
+                    vals.append(_op_norm(M))
+                    for l2 in range(l1 + 1, L):
+                        M = M @ (Vt[l2].transpose(-1, -2) * sig[l2].unsqueeze(-2))
+                        vals.append(_op_norm(M))
+            val = torch.stack(vals, -1).amax(-1)
+        else:  # e15
+            sparsity = max(1, min(p, math.ceil(p * L ** 2 * tau ** (2 / 3) * float(ctx.arg("sparsity_constant", 1.0)))))
+            vals = []
+            for s in range(X.shape[1]):
+                wt, wh = Vt[-1][:, 0], Vh[-1][:, 0]  # rows (R, p)
+                for r_ in range(L, 0, -1):
+                    d = ft.dphi[r_ - 1][:, s].clone()
+                    # Sigma-bar: +-1 at the coordinates where the backward row is largest (adversarial placement)
+                    idx = wt.abs().topk(sparsity, dim=-1).indices
+                    d = d + torch.zeros_like(d).scatter(-1, idx, torch.sign(wt.gather(-1, idx)))
+                    wt = ((wt * d).unsqueeze(-2) @ Vt[r_ - 1]).squeeze(-2)
+                    wh = ((wh * fh.dphi[r_ - 1][:, s]).unsqueeze(-2) @ Vh[r_ - 1]).squeeze(-2)
+                    vals.append((wt - wh).norm(dim=-1))
+            val = torch.stack(vals, -1).amax(-1)
+        best = torch.maximum(best, val)
+    return Observation(best, method=f"max over {ctx.arg('points', 4)} random / rank-one aligned ball points (lower "
+                       "estimate of the sup)")
+
+
+# ================================================================= Appendix D: the neural-tangent stage
+def _nt_features(Vs, X, act):
+    """f_{V1}(x_s) (R, n) and the per-layer feature tensors grad_{V_l} f_{V1}(x_s) (R, n, *shape)."""
+    fwd = net.forward(Vs, X, act)
+    deltas, _ = net.backward(Vs, fwd)
+    return fwd.out, net.output_gradients(fwd, deltas)
+
+
+def _nt_loss(f1, feats, Ds, y):
+    F = f1 + sum((G * D.unsqueeze(1)).flatten(2).sum(-1) for G, D in zip(feats, Ds))
+    return torch.nn.functional.softplus(-y * F).mean(-1), F
+
+
+def _project_ball(Ds, rho: float):
+    return [D * (rho / torch.linalg.matrix_norm(D).clamp_min(1e-300)).clamp_max(1.0).reshape(-1, 1, 1) for D in Ds]
+
+
+def nt_solve(f1, feats, y, rho: float, start=None, iters: int = 400):
+    """eps_NT(V1, rho) = min over max_l ||D_l||_F <= rho of (1/n) sum_s log(1 + exp(-y_s F_{V1, V1+D}(x_s))) (Definition
+    D.3), by accelerated projected gradient (FISTA, step 1/M with M = (1/(4n)) sum_s ||grad f_s||^2 >= the Hessian's
+    norm). Returns (loss, D). Every iterate is feasible, so the loss is an upper estimate of eps_NT."""
+    n = y.shape[-1]
+    M = sum(G.flatten(2).pow(2).sum(-1) for G in feats).sum(-1) / (4 * n)  # (R,)
+    step = (1 / M.clamp_min(1e-300)).reshape(-1, 1, 1)
+    D = [torch.zeros_like(G[:, 0]) for G in feats] if start is None else _project_ball(start, rho)
+    Z, t = D, 1.0
+    best, _ = _nt_loss(f1, feats, D, y)
+    bestD = D
+    for _ in range(iters):
+        _, F = _nt_loss(f1, feats, Z, y)
+        c = -y * torch.sigmoid(-y * F) / n
+        grads = [torch.einsum("rn,rn...->r...", c, G) for G in feats]
+        Dn = _project_ball([z - step * g for z, g in zip(Z, grads)], rho)
+        tn = (1 + math.sqrt(1 + 4 * t * t)) / 2
+        Z = [a + (t - 1) / tn * (a - b) for a, b in zip(Dn, D)]
+        D, t = Dn, tn
+        cur, _ = _nt_loss(f1, feats, D, y)
+        better = cur < best
+        bestD = [torch.where(better.reshape(-1, 1, 1), a, b) for a, b in zip(D, bestD)]
+        best = torch.minimum(best, cur)
+    return best, bestD
+
+
+def _nt_margin(feats, y):
+    """gamma-hat sqrt(p) = max_{||W|| = 1} min_s y_s grad f_s . W = min over the simplex of ||sum_s lambda_s y_s grad f_s||
+    (when positive; Frank-Wolfe on the Gram matrix), and the maximiser W* (R, per layer)."""
+    R, n = y.shape
+    A = [y.reshape(R, n, *([1] * (G.dim() - 2))) * G for G in feats]
+    K = sum(torch.einsum("rs...,rt...->rst", a, a) for a in A)
+    lam = torch.full((R, n), 1.0 / n, dtype=K.dtype)
+    for k in range(2000):
+        g = (K @ lam.unsqueeze(-1)).squeeze(-1)
+        i = g.argmin(-1)
+        e = torch.nn.functional.one_hot(i, n).to(K.dtype)
+        d = e - lam
+        num = -(d * g).sum(-1)
+        den = (d.unsqueeze(-2) @ K @ d.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+        gam = (num / den.clamp_min(1e-300)).clamp(0.0, 1.0)
+        lam = lam + gam.unsqueeze(-1) * d
+    W = [torch.einsum("rn,rn...->r...", lam, a) for a in A]
+    nW = net.collective_norm(W).clamp_min(1e-300)
+    W = [w / nW.reshape(-1, 1, 1) for w in W]
+    margin = torch.stack([sum((a[:, s] * w).flatten(1).sum(-1) for a, w in zip(A, W)) for s in range(n)], -1).amin(-1)
+    return margin, W
+
+
+def _taylor_remainder(VA, VB, X, act):
+    """max_s |f_{VA}(x_s) - f_{VB}(x_s) - grad f_{VB}(x_s) . (VA - VB)|."""
+    fB, gB = _nt_features(VB, X, act)
+    fA = net.forward(VA, X, act).out
+    lin = sum((G * (a - b).unsqueeze(1)).flatten(2).sum(-1) for G, a, b in zip(gB, VA, VB))
+    return (fA - fB - lin).abs().amax(-1)
+
+
+@QUANTITIES.register("chatterji2021-ntk-stage", "Appendix D at He initialisation: 'd9' eps_NT(V1, rho)/eps at rho = "
+                     "c [sqrt(log(n/delta)) + log(1/(e^eps - 1))]/(sqrt(p) gamma-hat) (<= 1; gamma-hat the NT-feature "
+                     "margin of Assumption 3.2 by Frank-Wolfe); 'd8' min_{t<=T} J_t / eps_NT(V1, rho) for GD at alpha = "
+                     "c_alpha/(p L^5), T = ceil((L+1) rho^2/(4 alpha eps_NT)), rho = tau/(3L) (<= 6); 'd6' LHS/RHS of the "
+                     "average-loss bound at alpha = c_alpha/(L Gamma^2)", networks=NET)
+def ntk_stage(ctx: Context) -> Observation:
+    X = ctx.inputs()
+    L, p, n, R = ctx.i("L"), ctx.i("p"), X.shape[1], X.shape[0]
+    y = ctx.labels(n)
+    part = str(ctx.arg("part", "d9"))
+    tau = float(ctx.p("tau", 0.0))
+    h = float(ctx.arg("h_frac")) * tau / math.sqrt(p) if ctx.arg("h_frac") is not None else float(ctx.p("h"))
+    act = net.activation(str(ctx.arg("activation", "huberized-relu")), h)
+    Vs = net.init(ctx.generator, R, p, L, ctx.dtype)
+    f1, feats = _nt_features(Vs, X, act)
+    if part == "d9":
+        eps, delta, c = float(ctx.p("eps")), float(ctx.p("delta")), float(ctx.p("c"))
+        margin, W = _nt_margin(feats, y)
+        gamma = margin / math.sqrt(p)
+        rho = c * (math.sqrt(math.log(n / delta)) + math.log(1 / math.expm1(eps))) / (math.sqrt(p) * gamma.clamp_min(1e-300))
+        out = torch.empty(R, dtype=X.dtype)
+        for r in range(R):  # per replicate: its own radius
+            sl = slice(r, r + 1)
+            start = [float(rho[r]) * w[sl] for w in W]
+            loss, _ = nt_solve(f1[sl], [G[sl] for G in feats], y[sl], float(rho[r]), start=start)
+            out[r] = loss[0] / eps
+        valid = (gamma > 0) & (gamma <= 1)
+        return Observation(out, valid=valid, extras={"gamma": gamma, "rho": rho},
+                           method="Frank-Wolfe margin; accelerated projected gradient from rho W* (upper estimate)")
+    c_alpha = float(ctx.p("c_alpha"))
+    if part == "d8":
+        rho = tau / (3 * L)
+        eps_nt, _ = nt_solve(f1, feats, y, rho)
+        alpha = c_alpha / (p * L ** 5)
+        T = torch.ceil((L + 1) * rho ** 2 / (4 * alpha * eps_nt))
+        Tmax = int(ctx.arg("max_steps", 3000))
+        steps = int(min(T.max().item(), Tmax))
+        tr = net.gradient_descent(Vs, X, y, act, alpha, steps)
+        t_idx = torch.arange(steps + 1)
+        in_T = t_idx.unsqueeze(0) < T.unsqueeze(-1)  # t = 1..T is index 0..T-1
+        minJ = torch.where(in_T, tr.log_loss, torch.full_like(tr.log_loss, math.inf)).amin(-1).exp()
+        drift = max(torch.linalg.matrix_norm(d).amax() for d in tr.displacement)
+        return Observation(minJ / eps_nt, valid=T <= Tmax, extras={"eps_nt": eps_nt, "T": T,
+                                                                  "final_drift_over_tau": torch.full_like(minJ, float(drift) / tau)},
+                           method="accelerated projected gradient for eps_NT (upper estimate), then full-batch GD")
+    if part != "d6":
+        raise EstimatorError(f"args.part = '{part}': expected d9, d8 or d6")
+    rho, T = float(ctx.p("rho")), ctx.i("T")
+    eps_nt, Dstar = nt_solve(f1, feats, y, rho)
+    Vstar = [v + d for v, d in zip(Vs, Dstar)]
+    gamma_hat = torch.stack([G.flatten(2).norm(dim=-1).amax(-1) for G in feats], -1).amax(-1)
+    alpha = c_alpha / (L * gamma_hat ** 2)
+    V = [v.clone() for v in Vs]
+    losses, iterates = [], []
+    for t in range(T + 1):
+        grads, fwd, _ = net.loss_gradients(V, X, y, act)
+        if t < T:
+            losses.append(net.loss(fwd.out, y))
+        iterates.append(V)
+        V = [v - alpha.reshape(-1, 1, 1) * g for v, g in zip(V, grads)]
+    VT1 = iterates[-1]
+    dist = lambda A, B: torch.stack([torch.linalg.matrix_norm(a - b) for a, b in zip(A, B)], -1).amax(-1)
+    tau_hat = torch.maximum(torch.stack([dist(I, Vs) for I in iterates], -1).amax(-1), dist(Vstar, Vs))
+    probe = [iterates[0], iterates[len(iterates) // 2], iterates[-1], Vstar]
+    eps_app = torch.stack([_taylor_remainder(a, b, X, act) for a in probe for b in probe if a is not b], -1).amax(-1)
+    sq = lambda A, B: net.collective_norm([a - b for a, b in zip(A, B)]) ** 2
+    lhs = torch.stack(losses, -1).mean(-1)
+    rhs = (sq(Vs, Vstar) - sq(VT1, Vstar) + 2 * T * alpha * eps_nt) / (T * alpha * (1.5 - 4 * eps_app))
+    return Observation(lhs / rhs, valid=eps_app < 3 / 8, extras={"eps_nt": eps_nt, "eps_app": eps_app, "tau": tau_hat},
+                       method="V* by accelerated projected gradient; eps_app over iterate/V* pairs (lower estimate)")
+
+
+@QUANTITIES.register("chatterji2021-descent-lemma-ratio", "Lemma 4.1 on functions with a known global bound M on "
+                     "||Hessian||: (J_t - J_{t+1}) / (alpha L ||grad J_t||^2 / (L + 1/2)) for one GD step at alpha = "
+                     "kappa/((L + 1/2) M) (>= 1); args.family 'quadratic' (one eigenvalue exactly M; half the starts on "
+                     "its eigenvector, the equality case) or 'logistic' (logistic regression, M = lambda_max(Z^T Z)/(4n))",
+                     networks=NET)
+def descent_lemma_ratio(ctx: Context) -> Observation:
+    R, d, L = ctx.replicates, ctx.i("p"), ctx.i("L")
+    kappa = float(ctx.p("kappa"))
+    fam = str(ctx.arg("family", "quadratic"))
+    if fam == "quadratic":
+        Q, _ = torch.linalg.qr(torch.randn(R, d, d, generator=ctx.generator, dtype=torch.float64))
+        ev = torch.rand(R, d, generator=ctx.generator, dtype=torch.float64)
+        ev[:, 0] = 1.0  # M = 1: the top eigenvalue attains the smoothness bound
+        A = Q @ torch.diag_embed(ev) @ Q.transpose(-1, -2)
+        x = torch.randn(R, d, generator=ctx.generator, dtype=torch.float64)
+        x = torch.where(torch.rand(R, 1, generator=ctx.generator) < 0.5, Q[:, :, 0] * x.norm(dim=-1, keepdim=True), x)
+        g = (A @ x.unsqueeze(-1)).squeeze(-1)
+        alpha = kappa / (L + 0.5)
+        # f(x) - f(x - alpha g) = alpha g.g - alpha^2/2 g^T A g exactly (no cancellation)
+        drop = alpha * (g * g).sum(-1) - alpha ** 2 / 2 * (g.unsqueeze(-2) @ A @ g.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+        gsq = (g * g).sum(-1)
+    elif fam == "logistic":
+        n = ctx.i("n")
+        Z = torch.randn(R, n, d, generator=ctx.generator, dtype=torch.float64)
+        yv = ctx.labels(n)
+        M = torch.linalg.eigvalsh(Z.transpose(-1, -2) @ Z)[:, -1] / (4 * n)
+        w = torch.randn(R, d, generator=ctx.generator, dtype=torch.float64) * _log_uniform(ctx, 0.01, 10.0, R)[:, None]
+        m = yv * (Z @ w.unsqueeze(-1)).squeeze(-1)
+        g = (Z * (-yv * torch.sigmoid(-m)).unsqueeze(-1)).mean(1)
+        alpha = kappa / ((L + 0.5) * M)
+        dm = -alpha[:, None] * yv * (Z @ g.unsqueeze(-1)).squeeze(-1)
+        drop = -net.margin_loss_change(m, dm)
+        gsq = (g * g).sum(-1)
+    else:
+        raise EstimatorError(f"args.family = '{fam}': expected quadratic or logistic")
+    return Observation(drop / (alpha * L * gsq / (L + 0.5)), method=f"{fam}; exact one-step decrease")

@@ -1,0 +1,347 @@
+"""chatterji2021 quantities against plain reference implementations, closed forms, autograd, and Hypothesis
+property tests of the paper's deterministic scalar facts over their whole stated domains."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lemmacheck.builtin  # noqa: F401  (registers the quantities)
+from lemmacheck.context import Context
+from lemmacheck.nets import chatterji2021 as net
+from lemmacheck.quantities import chatterji2021 as q
+
+F64 = torch.float64
+
+
+def ctx(params, R=8, seed=0, args=None, search="none", n="n", d="p"):
+    return Context("t", dict(params), R, torch.Generator().manual_seed(seed), args=args or {}, search=search,
+                   inputs_spec={"kind": "unit-sphere", "n": n, "d": d}, network="chatterji2021")
+
+
+def problem(seed=0, R=3, n=4, p=5, L=2, h=0.2, act="huberized-relu", scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(R, n, p, generator=gen, dtype=F64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    y = torch.randint(0, 2, (R, n), generator=gen).to(F64) * 2 - 1
+    return X, y, [scale * V for V in net.init(gen, R, p, L)], net.activation(act, h)
+
+
+# ------------------------------------------------------------------------------------- scalar facts (Hypothesis)
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=-740, max_value=740, allow_nan=False))
+def test_lemma_b3_both_parts_for_every_z(z):
+    """sigma(-z) <= log(1 + e^{-z}) and e^z/(1+e^z)^2 <= 1/(1+e^z), in 60-digit arithmetic (the ground truth; the gaps
+    are relative e^{-z}, below 60 digits at large z, hence the 1e-55 relative slack)."""
+    with mpmath.workdps(60):
+        zz = mpmath.mpf(z)
+        g = 1 / (1 + mpmath.e ** zz)
+        assert g <= mpmath.log1p(mpmath.e ** (-zz)) * (1 + mpmath.mpf(10) ** -55)
+        assert mpmath.e ** zz / (1 + mpmath.e ** zz) ** 2 <= g * (1 + mpmath.mpf(10) ** -55)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-50, max_value=745, allow_nan=False))
+def test_log_softplus_matches_high_precision(m):
+    """net._log_softplus_neg(m) = log log(1 + e^{-m}) to float64 accuracy, down to subnormal e^{-m} (it was
+    1% off at m = 740 before: log1p(t)/t loses every bit at subnormal t)."""
+    got = float(net._log_softplus_neg(torch.tensor([m], dtype=F64))[0])
+    with mpmath.workdps(60):
+        ref = float(mpmath.log(mpmath.log1p(mpmath.e ** (-mpmath.mpf(m)))))
+    assert got == pytest.approx(ref, rel=1e-13, abs=1e-13)
+
+
+def test_logistic_inequality_quantity_is_at_most_one_and_tight():
+    for part in ("1", "2"):
+        o = q.logistic_inequality(ctx({"zmax": 740.0}, args={"part": part}))
+        assert (o.value <= 1 + 1e-15).all() and (o.value > 1 - 1e-12).all()  # tight at large z
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 5), st.floats(1e-3, 0.999), st.floats(1e-3, 1e3), st.floats(1e-20, 1.0),
+       st.lists(st.floats(0, 1), min_size=2, max_size=6))
+def test_concave_families_are_concave_with_zero_at_zero(kind, a, b, M, w):
+    """The families Lemma B.4's search uses satisfy its hypotheses (psi(0) = 0, midpoint concavity on [0, M]), and the
+    lemma's conclusion holds for them."""
+    k, A, B, MM = (torch.tensor([v], dtype=F64) for v in (kind, a, b, M))
+    k = k.long()
+    z = torch.tensor([[0.0, 0.3 * M, 0.7 * M, M]], dtype=F64)
+    v = q._concave_family(k, A, B, MM, z)[0]
+    assert v[0] == 0
+    mid = q._concave_family(k, A, B, MM, torch.tensor([[0.5 * M]], dtype=F64))[0, 0]
+    assert mid >= (v[1] + v[2]) / 2 - 1e-12 * (abs(v[1]) + abs(v[2]) + 1e-300) or kind == 3 and M > 1
+    ws = torch.tensor(w, dtype=F64) + 1e-9
+    zs = (M * ws / ws.sum()).unsqueeze(0)
+    total = q._concave_family(k, A, B, MM, zs)[0].sum()
+    assert total >= v[3] - 1e-12 * (abs(total) + abs(v[3]))
+
+
+def test_trailing_products_against_a_loop_and_the_b6_counterexample():
+    a = torch.rand(50, 6, dtype=F64, generator=torch.Generator().manual_seed(1))
+    ref = torch.tensor([max(math.prod(row[k:].tolist()) for k in range(1, 6)) for row in a], dtype=F64)
+    assert torch.allclose(q.trailing_products_max(a), ref, rtol=1e-14)
+    # Lemma B.6 (1), L = 2: profile (0, 0, 1.9), ||V|| = 1.9 > sqrt(3): 1.9 > (1.9/sqrt 2)^2 = 1.805
+    a = torch.tensor([[0.0, 0.0, 1.9]], dtype=F64)
+    assert float(q.trailing_products_max(a)[0]) > (1.9 / math.sqrt(2)) ** 2
+
+
+def test_b7_counterexample_is_found_by_the_quantity():
+    o = q.norm_profile_ratio(ctx({"L": 2}, R=4000, args={"part": "b7"}))
+    assert float(o.value.max()) > 1.02  # the interior |I| of the AM-GM profile (finding in the claim file)
+    o1 = q.norm_profile_ratio(ctx({"L": 1}, R=4000, args={"part": "b7"}))
+    assert float(o1.value.max()) <= 1 + 1e-12  # two blocks: the lemma holds
+
+
+def test_b8_ratio_against_numpy():
+    gen = torch.Generator().manual_seed(3)
+    L, d = 2, 3
+    A, E, Mr, Nr = (torch.randn(1, L + 1, d, d, generator=gen, dtype=F64) for _ in range(4))
+    got = float(q._b8_ratio(A, E, Mr, Nr, L)[0])
+    An, En, Mn, Nn = (t[0].numpy() for t in (A, E, Mr, Nr))
+    Mn = np.stack([m / max(1.0, np.linalg.norm(m, 2)) for m in Mn])
+    Nn = np.stack([m / max(1.0, np.linalg.norm(m, 2)) for m in Nn])
+    nA = np.sqrt(sum(np.linalg.norm(a) ** 2 for a in An))
+    An = An * max(1.0, math.sqrt(L + 0.5) / nA)
+    Bn = An + En
+    P = np.linalg.multi_dot([An[0] @ Mn[0], An[1] @ Mn[1], An[2] @ Mn[2]])
+    Q = np.linalg.multi_dot([Bn[0] @ Nn[0], Bn[1] @ Nn[1], Bn[2] @ Nn[2]])
+    kappa = max(np.linalg.norm(m - n, 2) for m, n in zip(Mn, Nn))
+    nA = np.sqrt(sum(np.linalg.norm(a) ** 2 for a in An))
+    nD = np.sqrt(sum(np.linalg.norm(e) ** 2 for e in En))
+    ref = np.linalg.norm(P - Q, 2) / (1.5 * (nA + nD) ** (L + 1) * (kappa * nA + nD))
+    assert got == pytest.approx(ref, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------- Appendix F tools
+
+def test_orlicz_norms_against_closed_forms():
+    th = torch.linspace(-40, 40, 80001, dtype=F64)
+    for s in (0.5, 2.0):
+        x = torch.linspace(-12 * s, 12 * s, 40001, dtype=F64)
+        psi2 = q._orlicz(x, -x ** 2 / (2 * s * s) - math.log(s * math.sqrt(2 * math.pi)), x, 2.0)
+        assert psi2 == pytest.approx(math.sqrt(8 / 3) * s, rel=1e-6)  # E exp(g^2/t^2) = (1 - 2 s^2/t^2)^{-1/2} = 2
+    # ||g^2 - 1||_psi1 solves E exp(|g^2 - 1|/t) = 2: check the defining equation at the returned t by mpmath
+    k = q._psi1_chi2_minus_one()
+    with mpmath.workdps(30):
+        val = mpmath.quad(lambda g: mpmath.e ** (abs(g * g - 1) / k - g * g / 2) / mpmath.sqrt(2 * mpmath.pi),
+                          [-mpmath.inf, -1, 0, 1, mpmath.inf])
+    assert float(val) == pytest.approx(2.0, rel=1e-5)
+    assert th.numel() == 80001
+
+
+def test_exact_tails_against_direct_formulas():
+    m = 30
+    eta = torch.tensor([4.0, 10.0, 30.0], dtype=F64)
+    got = q._log_binom_two_sided(m, eta).exp()
+    ref = [sum(math.comb(m, k) for k in range(m + 1) if abs(2 * k - m) >= e) / 2 ** m for e in eta.tolist()]
+    assert torch.allclose(got, torch.tensor(ref, dtype=F64), rtol=1e-12)
+    x = torch.tensor([50.0, 4000.0], dtype=F64)  # the second is below float64 (e^{-1900}): the mpmath branch
+    got = q._log_chi2_sf(x, 30)
+    with mpmath.workdps(50):
+        ref = [float(mpmath.log(mpmath.gammainc(15, v / 2, mpmath.inf, regularized=True))) for v in x.tolist()]
+    assert torch.allclose(got, torch.tensor(ref, dtype=F64), rtol=1e-10)
+
+
+def test_greedy_net_is_separated_and_covers():
+    pts = torch.randn(500, 3, generator=torch.Generator().manual_seed(2), dtype=F64)
+    pts = pts / pts.norm(dim=-1, keepdim=True)
+    N = q._greedy_net(pts, 0.25)
+    dist = torch.cdist(N, N) + torch.eye(N.shape[0], dtype=F64) * 10
+    assert dist.min() > 0.25
+    assert torch.cdist(pts, N).min(-1).values.max() <= 0.25
+    assert N.shape[0] <= 9 ** 3
+
+
+# ----------------------------------------------------------------------------------- network-level quantities
+
+@pytest.mark.parametrize("act", ["huberized-relu", "scaled-swish"])
+def test_per_sample_gradients_against_autograd(act):
+    X, y, Vs, a = problem(act=act)
+    grads, _, _ = q._sample_gradients(Vs, X, y, a)
+    for r in range(X.shape[0]):
+        for s in range(X.shape[1]):
+            W = [V[r:r + 1].clone().requires_grad_(True) for V in Vs]
+            J = torch.nn.functional.softplus(-y[r, s] * net.forward(W, X[r:r + 1, s:s + 1], a).out).sum()
+            auto = torch.autograd.grad(J, W)
+            for G, A in zip(grads, auto):
+                assert torch.allclose(G[r, s], A[0], rtol=1e-10, atol=1e-13)
+
+
+def test_mixed_backward_vector_is_the_printed_product():
+    """B.14-B.16 use Sigma^V_k prod_{j>k} V_j^T Sigma^V_j W_{L+1}^T: net.backward with W's output row."""
+    X, _, Vs, a = problem(L=3)
+    W_out = torch.randn(Vs[-1].shape, dtype=F64, generator=torch.Generator().manual_seed(5))
+    fwd = net.forward(Vs, X, a)
+    mixed, _ = net.backward(Vs[:-1] + [W_out], fwd)
+    r, s, k = 1, 2, 0  # layer k + 1 = 1
+    v = W_out[r, 0]
+    for j in range(3, k, -1):  # Sigma_L W^T, then V_j^T Sigma ...
+        v = fwd.dphi[j - 1][r, s] * v
+        if j - 1 > k:
+            v = Vs[j - 1][r].T @ v
+    assert torch.allclose(mixed[k][r, s], v, rtol=1e-12)
+
+
+def test_layer_alignment_lhs_is_a_directional_derivative():
+    """grad_{V_l} J . V_l = d/dc J(V with V_l -> (1 + c) V_l) at c = 0 (autograd)."""
+    X, y, Vs, a = problem(L=2, act="scaled-swish")
+    grads, _, _ = net.loss_gradients(Vs, X, y, a)
+    for ell in range(2):
+        c = torch.zeros(1, dtype=F64, requires_grad=True)
+        W = [V * (1 + c) if i == ell else V for i, V in enumerate(Vs)]
+        J = net.loss(net.forward(W, X, a).out, y).sum()
+        (dJ,) = torch.autograd.grad(J, c)
+        assert float(dJ) == pytest.approx(float((grads[ell] * Vs[ell]).sum()), rel=1e-10)
+
+
+def test_gradient_descent_tracks_loss_and_norm_changes_exactly():
+    """At a step size where float64 resolves everything, the compensated trajectory's changes equal plain ones."""
+    X, y, Vs, a = problem(L=2, act="scaled-swish")
+    tr = net.gradient_descent(Vs, X, y, a, 0.05, 5)
+    V = [v.clone() for v in Vs]
+    J1 = net.loss(net.forward(Vs, X, a).out, y)
+    for t in range(6):
+        J = net.loss(net.forward(V, X, a).out, y)
+        assert torch.allclose(tr.rel_change[:, t], J / J1 - 1, rtol=1e-8, atol=1e-14)
+        assert torch.allclose(tr.norm_sq_change[:, t], net.collective_norm(V) ** 2 - net.collective_norm(Vs) ** 2,
+                              rtol=1e-9, atol=1e-12)
+        g, _, _ = net.loss_gradients(V, X, y, a)
+        V = [v - 0.05 * gg for v, gg in zip(V, g)]
+    assert torch.allclose(tr.loss_drop.sum(-1), -tr.rel_change[:, -1] * J1, rtol=1e-10)
+
+
+def test_trajectory_statistics_can_fail():
+    """The log-scaled trajectory statistics are not vacuous: with 10^6 times alpha_max the (I3) step-size invariant
+    must read > 1 (alpha J_1 ... / h = 10^6 at t = 1)."""
+    o = q.gd_loss_ratio(ctx({"p": 4, "L": 1, "n": 3, "h": 0.001, "kappa": 1e6, "T": 3}, R=6,
+                            args={"weights": "small-loss", "statistic": "step-size"}))
+    assert (o.value[o.valid] > 1.5).all() and o.valid.any()
+
+
+def test_exact_init_sampler_matches_the_full_forward_pass():
+    """Means of ||x_L||^2, f^2 and a cross-sample inner product agree within 5 standard errors (fixed seeds)."""
+    X = torch.randn(1, 3, 16, generator=torch.Generator().manual_seed(0), dtype=F64)
+    X = (X / X.norm(dim=-1, keepdim=True)).expand(3000, -1, -1)
+    a = net.activation("huberized-relu", 0.01)
+    gen = torch.Generator().manual_seed(1)
+    us, f = net.init_preactivations_exact(gen, X, 3, a)
+    full = net.forward(net.init(torch.Generator().manual_seed(2), 3000, 16, 3), X, a)
+    for ex, fu in [(a.f(us[-1]).pow(2).sum(-1)[:, 0], full.x[-1].pow(2).sum(-1)[:, 0]),
+                   (f[:, 0] ** 2, full.out[:, 0] ** 2),
+                   ((a.f(us[1]) * a.f(us[1]).roll(1, 1)).sum(-1)[:, 0], (full.x[2] * full.x[2].roll(1, 1)).sum(-1)[:, 0])]:
+        se = math.sqrt(ex.var() / 3000 + fu.var() / 3000)
+        assert abs(float(ex.mean() - fu.mean())) < 5 * se
+
+
+def test_exact_weight_norm_sampler_matches_its_mean():
+    o = q.init_weight_norm_ratio(ctx({"p": 64, "L": 3}, R=4000, args={"sampler": "exact"}))
+    sq = (o.value ** 2) * 5 * 64 * 3
+    assert float(sq.mean()) == pytest.approx(64 * 7, rel=0.01)  # E||V||^2 = p(2L+1)
+
+
+def test_sparse_sups_against_brute_force():
+    gen = torch.Generator().manual_seed(4)
+    M = torch.randn(2, 6, 6, generator=gen, dtype=F64)
+    for k in (1, 2, 3):
+        brute = torch.stack([torch.stack([torch.linalg.matrix_norm(M[r][:, list(S)], ord=2)
+                                          for S in itertools.combinations(range(6), k)]).max() for r in range(2)])
+        got = q._sparse_op(M, k)
+        assert (got <= brute + 1e-12).all()  # a lower estimate, never above the sup
+        if k == 1:
+            assert torch.allclose(got, brute)
+    assert torch.allclose(q._sparse_bilinear(M, 1), M.abs().flatten(1).amax(-1))
+    w = torch.randn(2, 6, generator=gen, dtype=F64)
+    for k in (1, 3, 6):
+        brute = torch.tensor([max(float(w[r, list(S)].norm()) for S in itertools.combinations(range(6), k))
+                              for r in range(2)], dtype=F64)
+        assert torch.allclose(q._topk_norm(w, k), brute)
+
+
+def test_chain_products_against_explicit_matrices():
+    X, _, Vs, a = problem(L=3, p=4)
+    fwd = net.forward(Vs, X, a)
+    mats, rows = q._chains(Vs, fwd)
+    r, s = 2, 1
+    for l1, l2, M in mats:
+        ref = Vs[l1 - 1][r]
+        for j in range(l1 + 1, l2 + 1):
+            ref = Vs[j - 1][r] @ torch.diag(fwd.dphi[j - 2][r, s]) @ ref
+        assert torch.allclose(M[r, s], ref, rtol=1e-12)
+    for l1, w in rows:
+        ref = Vs[l1 - 1][r]
+        for j in range(l1 + 1, 4):
+            ref = Vs[j - 1][r] @ torch.diag(fwd.dphi[j - 2][r, s]) @ ref
+        ref = Vs[-1][r] @ torch.diag(fwd.dphi[2][r, s]) @ ref
+        assert torch.allclose(w[r, s], ref[0], rtol=1e-12)
+
+
+def test_clustered_data_and_explicit_margin():
+    c = ctx({"p": 32, "n": 6, "delta": 0.1, "cprime": 2.0}, R=4, args={"part": "c1"})
+    r = torch.full((4,), 0.05, dtype=F64)
+    X, y, mu = q._clustered(c, 32, 6, r)
+    assert torch.allclose(X.norm(dim=-1), torch.ones(4, 6, dtype=F64))
+    assert torch.allclose((X - y[..., None] * mu[:, None]).norm(dim=-1), r[:, None].expand(4, 6), rtol=1e-12)
+    o = q.clustered_margin(ctx({"p": 256, "n": 10, "delta": 0.1, "cprime": 2.0}, R=20, args={"part": "c1"}))
+    assert (o.value > 0.1).all()  # the proof's W* separates r-clustered data with margin ~ c sqrt(p)
+
+
+def test_ball_points_lie_on_the_ball_and_the_taylor_remainder_is_second_order():
+    X, _, Vs, a = problem(L=2, p=6, act="scaled-swish", h=0.5)
+    fwd = net.forward(Vs, X, a)
+    c = ctx({}, R=3)
+    for norm in ("op", "fro"):
+        P = q._ball_point(c, Vs, fwd, 0.3, norm)
+        for ell, (A, B) in enumerate(zip(P, Vs)):
+            size = q._op_norm(A - B) if (norm == "op" and ell < 2) else torch.linalg.matrix_norm(A - B)
+            assert torch.allclose(size, torch.full((3,), 0.3, dtype=F64))
+    D = [torch.randn(V.shape, dtype=F64, generator=torch.Generator().manual_seed(7)) for V in Vs]
+    r1 = q._taylor_remainder([v + 1e-2 * d for v, d in zip(Vs, D)], Vs, X, a)
+    r2 = q._taylor_remainder([v + 5e-3 * d for v, d in zip(Vs, D)], Vs, X, a)
+    assert torch.allclose(r1 / r2, torch.full_like(r1, 4.0), rtol=0.05)  # smooth activation: remainder ~ step^2
+
+
+def test_nt_solver_and_margin():
+    X, y, Vs, a = problem(L=1, p=6, n=5)
+    f1, feats = q._nt_features(Vs, X, a)
+    loss0, _ = q.nt_solve(f1, feats, y, 0.0, iters=5)
+    assert torch.allclose(loss0, net.loss(f1, y))  # rho = 0: the ball is {V1}
+    margin, W = q._nt_margin(feats, y)
+    pos = margin > 1e-9  # where 0 is in the hull the margin is <= 0 and W* is not defined (D.9: not valid)
+    assert pos.any()
+    assert torch.allclose(net.collective_norm(W)[pos], torch.ones(int(pos.sum()), dtype=F64))
+    # W* is optimal: no random unit direction has a larger worst-sample margin
+    A = [y.reshape(3, 5, *([1] * (G.dim() - 2))) * G for G in feats]
+    gen = torch.Generator().manual_seed(9)
+    for _ in range(200):
+        U = [torch.randn(w.shape, generator=gen, dtype=F64) for w in W]
+        nU = net.collective_norm(U)
+        U = [u / nU.reshape(-1, 1, 1) for u in U]
+        m = torch.stack([sum((x[:, s] * u).flatten(1).sum(-1) for x, u in zip(A, U)) for s in range(5)], -1).amin(-1)
+        assert (m <= margin + 1e-9).all()
+    rho = 2.0
+    lossr, D = q.nt_solve(f1, feats, y, rho)
+    explicit, _ = q._nt_loss(f1, feats, [rho * w for w in W], y)
+    assert (lossr <= explicit + 1e-12).all()
+    assert all((torch.linalg.matrix_norm(d) <= rho * (1 + 1e-12)).all() for d in D)
+
+
+def test_descent_lemma_quantity_equality_case():
+    o = q.descent_lemma_ratio(ctx({"p": 5, "L": 2, "kappa": 1.0}, R=400, args={"family": "quadratic"}))
+    assert float(o.value.min()) == pytest.approx(1.0, abs=1e-12)  # the top eigenvector at alpha = 1/((L+1/2)M)
+    assert (o.value >= 1 - 1e-12).all()
+
+
+def test_quantities_refuse_unknown_parts():
+    from lemmacheck.errors import EstimatorError
+    for fn, args in [(q.norm_profile_ratio, {"part": "x"}), (q.perturbation_ratio, {"part": "x"}),
+                     (q.init_chain, {"part": "x"}), (q.ball_perturbation, {"part": "x"})]:
+        with pytest.raises(EstimatorError):
+            fn(ctx({"L": 1, "p": 4, "n": 3, "h": 0.1, "tau": 0.1}, R=2, args=args))
