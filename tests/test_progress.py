@@ -35,9 +35,9 @@ def test_plain_lines_count_shards_claims_and_violations(claims_dir):
     lines = out.getvalue().splitlines()
     parsed = [LINE.match(x) for x in lines]
     assert all(parsed), lines
-    assert [int(m[1]) for m in parsed] == list(range(1, 21)) and {int(m[2]) for m in parsed} == {20}
-    assert parsed[0][7] and not parsed[-1][7]  # an ETA while running, none when done
-    assert [int(m[4]) for m in parsed] == [0] * 19 + [1]  # the claim finishes with its last shard
+    assert [int(m[1]) for m in parsed] == list(range(21)) and {int(m[2]) for m in parsed} == {20}
+    assert parsed[1][7] and not parsed[-1][7]  # an ETA while running, none when done
+    assert [int(m[4]) for m in parsed] == [0] * 20 + [1]  # the claim finishes with its last shard
     res = evaluate(store, rid, claims)[0]
     assert int(parsed[-1][6]) == sum(c.violations for c in res.configs) == 100
 
@@ -48,8 +48,9 @@ def test_lines_are_periodic_and_off_is_silent():
         p.add_total(5)
         for _ in range(5):
             p.advance()
-    assert out.getvalue().splitlines() == [out.getvalue().splitlines()[0]]  # only the closing line
-    assert out.getvalue().startswith("report: 5/5 pages (100%), elapsed 0:0")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2  # the plan at once, then only the closing line
+    assert lines[0].startswith("report: 0/5 pages (0%), elapsed 0:0") and lines[1].startswith("report: 5/5 pages")
     out = io.StringIO()
     with Progress("report", "page", mode="off", stream=out) as p:
         p.add_total(2)
@@ -99,7 +100,7 @@ def test_plain_lines_off_a_terminal_and_nothing_with_quiet_or_json_stdout(tmp_pa
                           timeout=300, check=False)
     assert proc.returncode == 0
     lines = proc.stderr.splitlines()
-    assert len(lines) == 20 and all(LINE.match(x) for x in lines), lines
+    assert len(lines) == 21 and all(LINE.match(x) for x in lines), lines  # the plan, then one per shard
     assert "\r" not in proc.stderr
     monkeypatch.setenv("LEMMACHECK_PROGRESS_INTERVAL", "0")
     assert main(["run", str(claims_dir), "--db", str(tmp_path / "q.db"), "--quiet"]) == 0
@@ -118,7 +119,7 @@ def test_report_and_hunt_show_progress(tmp_path, claims_dir, capsys, monkeypatch
     capsys.readouterr()
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "site")]) == 0
     cap = capsys.readouterr()
-    assert cap.out == "" and cap.err.splitlines()[0].startswith("report: 1/1 pages (100%)")
+    assert cap.out == "" and cap.err.splitlines()[1].startswith("report: 1/1 pages (100%)")
     fault_dir = write_fault_claim(tmp_path / "f", "test-fault-progress")  # a cheap quantity to hunt over
     assert main(["hunt", "fault/fact-1/draws", "--examples", "4", "--replicates", "2", "--claims",
                  str(fault_dir)]) in (0, 1)

@@ -339,7 +339,8 @@ def parser() -> argparse.ArgumentParser:
     rn = sub.add_parser("run", help="run claims and record results",
                         description="Run the claims under PATHS, record every shard in the results store, print "
                         "the summary table (stdout) and exit 1 when a verdict differs from the claim's recorded "
-                        "expectation. Progress goes to stderr: a bar on a terminal, a line every 10 s elsewhere.")
+                        "expectation. Progress goes to stderr: a bar on a terminal, elsewhere plain lines (the plan, then at "
+                        "most one every 10 s).")
     rn.add_argument("paths", nargs="*", metavar="PATH", help="claim files or folders (default: claims)")
     rn.add_argument("--profile", choices=["quick", "full"], default="quick",
                     help="which [profiles.*] of each claim to run (default: quick)")

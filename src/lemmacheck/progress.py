@@ -57,6 +57,8 @@ class Progress:
         if self._bar is not None:
             self._bar.total = self.total
             self._bar.refresh()
+        elif self.mode == "lines" and self._lined < 0 and self.total:
+            self._line()  # a log shows at once what was planned, before the first step finishes
 
     def advance(self, n: int = 1) -> None:
         self.done += n
