@@ -16,8 +16,14 @@ from lemmacheck.registry import QUANTITIES
 NET = ("scalar",)
 
 
+def _memory(params, replicates, itemsize):
+    # a few vectors per replicate (calib-tight: d = 64 entries): the runner's generic floor reads the swept m as
+    # a network width, which these quantities do not have
+    return 8 * replicates * 64 * itemsize
+
+
 @QUANTITIES.register("calib-bernoulli", "calibration: 1 with probability args.rate (else 0); a claim 'value <= 0.5 "
-                     "w.p. 1 - delta' is violated at exactly that rate", networks=NET)
+                     "w.p. 1 - delta' is violated at exactly that rate", networks=NET, memory=_memory)
 def bernoulli(ctx: Context) -> Observation:
     u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
     return Observation((u < float(ctx.arg("rate"))).to(torch.float64))
@@ -33,7 +39,7 @@ def _constant(kind: str, m: torch.Tensor | float) -> float:
 @QUANTITIES.register("calib-scaling", "calibration: C(m) sqrt(m) exp(sigma Z) with C(m) = args.growth (flat, pow0.1, "
                      "pow0.2, sqrtlog, converge); 'widening' puts m^0.3 on 30% of draws (flat median, growing "
                      "1 - delta tail); 'zeros' makes 30% of draws 0; 'nan-above' is NaN for m >= args.threshold",
-                     networks=NET)
+                     networks=NET, memory=_memory)
 def scaling(ctx: Context) -> Observation:
     m = ctx.p("m")
     kind = str(ctx.arg("growth", "flat"))
@@ -52,7 +58,7 @@ def scaling(ctx: Context) -> Observation:
 
 @QUANTITIES.register("calib-tight", "calibration: args.form = 'triangle' (||a + b|| - ||a|| - ||b|| for parallel a, b: "
                      "<= 0 exactly, extras scale = ||a + b||), 'ratio' (sum x^2 / x.x: = 1 exactly), 'excess' "
-                     "(1 + args.excess: a real violation of <= 1), in the claim's dtype", networks=NET)
+                     "(1 + args.excess: a real violation of <= 1), in the claim's dtype", networks=NET, memory=_memory)
 def tight(ctx: Context) -> Observation:
     d = ctx.i("d", 64)
     a = ctx.randn(ctx.replicates, d)
@@ -69,7 +75,7 @@ def tight(ctx: Context) -> Observation:
 
 @QUANTITIES.register("calib-negative", "calibration: -2 exp(sigma Z) - args.shift; against 'value <= -1' it holds "
                      "for shift = 0 and is violated with probability P(2 exp(sigma Z) < 1 - shift) otherwise",
-                     networks=NET)
+                     networks=NET, memory=_memory)
 def negative(ctx: Context) -> Observation:
     z = torch.randn(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
     return Observation(-2.0 * torch.exp(float(ctx.arg("sigma", 0.1)) * z) + float(ctx.arg("shift", 0.0)))
@@ -77,7 +83,7 @@ def negative(ctx: Context) -> Observation:
 
 @QUANTITIES.register("calib-hitting", "calibration: a 'trajectory' that reaches its target (value 1) with probability "
                      "args.reach and otherwise stops at the budget args.kmax (value kmax, extras reached = 0)",
-                     networks=NET)
+                     networks=NET, memory=_memory)
 def hitting(ctx: Context) -> Observation:
     u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
     reached = u < float(ctx.arg("reach"))
