@@ -534,6 +534,7 @@ def tail_bound_ratio(ctx: Context) -> Observation:
         else:
             raise EstimatorError(f"args.which = {which!r}")
         extras["t"] = torch.from_numpy(t)
+        extras["p"] = torch.from_numpy(p)
     else:
         raise EstimatorError(f"args.which = {which!r}: one of {_TAILS}")
     return Observation(torch.from_numpy(np.asarray(out, dtype=np.float64)), extras=extras,
@@ -849,6 +850,15 @@ def training(ctx: Context) -> Observation:
 # ---------------------------------------------------------------- semi-smoothness (Theorem 4)
 
 
+def semismooth_remainder(W, A, B, X, Y, Wp, f0=None, G=None) -> torch.Tensor:
+    """R = f(W + W') - f(W) - <grad f(W), W'> per replicate, f evaluated exactly (Theorem 4's left side minus its
+    linear part)."""
+    if f0 is None or G is None:
+        G, f0, _ = net.loss_gradient(W, A, B, X, Y)
+    f1 = net.objective(net.forward(W + Wp, A, B, X), Y)
+    return f1 - f0 - (G * Wp).sum(dim=(-1, -2))
+
+
 @QUANTITIES.register("rnn-semismooth-ratio", "Theorem 4 (Appendix G form): sup over ||W'||_2 <= tau0/sqrt(m) of R / "
                      "(rho^11 tau0^{1/3} m^{1/3} ||loss_{i*,l*}|| ||W'||_2 + L^18 n m ||W'||_2^2), R = f(W^ + W') - f(W^) - "
                      "<grad f(W^), W'>, at W^ = W~ plus a random perturbation of norm tau0/sqrt(m) (args.check = "
@@ -868,8 +878,7 @@ def semismooth_ratio(ctx: Context) -> Observation:
     b = L ** 18 * n * m
 
     def ratio(Wp: torch.Tensor) -> torch.Tensor:
-        f1 = net.objective(net.forward(W + Wp, A, B, X), Y)
-        rem = f1 - f0 - (G * Wp).sum(dim=(-1, -2))
+        rem = semismooth_remainder(W, A, B, X, Y, Wp, f0, G)
         s = torch.linalg.matrix_norm(Wp, ord=2)
         return rem / (a * lstar * s + b * s ** 2).clamp_min(1e-300)
 
@@ -965,13 +974,16 @@ def _backward_diff(a, B, W, Wp, f0, f1, which, kind):
 
 def _fresh_direction(fwd: net.Forward, i: int, l: int) -> torch.Tensor:
     """v_{i,l} = (I - U_{l-1} U_{l-1}^T) h_{i,l} / ||.|| (Def B.2), (R, m)."""
-    R, n, _, m = fwd.h.shape
     v = fwd.h[:, i, l]
     if l > 1:
-        M = fwd.h[:, :, 1:l].transpose(1, 2).reshape(R, (l - 1) * n, m).transpose(-1, -2)
-        Q, _ = torch.linalg.qr(M)
-        v = v - ((v.unsqueeze(-2) @ Q) @ Q.transpose(-1, -2)).squeeze(-2)
+        v = _project_out(v.unsqueeze(1), _states(fwd, l - 1)).squeeze(1)
     return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+
+
+def _states(fwd: net.Forward, l: int) -> torch.Tensor:
+    """The columns h_{i,l'} for l' = 1..l, i in [n] (R, m, l n): the span of U_l (Def B.1)."""
+    R, n, _, m = fwd.h.shape
+    return fwd.h[:, :, 1:l + 1].transpose(1, 2).reshape(R, l * n, m).transpose(-1, -2)
 
 
 @QUANTITIES.register("rnn-rank-one-perturbation", "Lemmas C.10-C.11 for W' = y z^T, ||z|| = 1, y with N = args.N (an "
@@ -1046,3 +1058,368 @@ def backward_coordinate_fraction(ctx: Context) -> Observation:
     u = r[ar, istar, lstar]
     thr = norms[ar, star] / (6 * math.sqrt(d * n * L))
     return Observation((u.abs() >= thr.unsqueeze(-1)).to(ctx.dtype).mean(-1), method="exact adjoint recursion")
+
+
+# ---------------------------------------------------------------- remaining tools (B.7, B.12, B.13, A.17, A.19, C.4)
+
+
+@QUANTITIES.register("az-masked-column-norm", "Claim B.13: ||1{My + Ax >= 0} o Mz|| / ||z|| for fixed x, y, z (args.config "
+                     "'random', 'parallel' y = z, 'x0' x = 0), M (m x k) and A (m x d) with N(0, 2/m) entries",
+                     networks=SCALAR)
+def masked_column_norm(ctx: Context) -> Observation:
+    m, k, dd = ctx.i("m"), ctx.i("k", 3), ctx.i("dxa", 3)
+    R, g = ctx.replicates, ctx.generator
+    x = torch.randn(dd, generator=g, dtype=torch.float64)
+    y = torch.randn(k, generator=g, dtype=torch.float64)
+    z = torch.randn(k, generator=g, dtype=torch.float64)
+    cfg = ctx.arg("config", "random")
+    if cfg == "parallel":
+        y = z.clone()
+    elif cfg == "x0":
+        x = torch.zeros(dd, dtype=torch.float64)
+    M = torch.randn(R, m, k, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
+    A = torch.randn(R, m, dd, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
+    mask = (M @ y + A @ x >= 0).to(torch.float64)
+    return Observation((mask * (M @ z)).norm(dim=-1) / z.norm(), method="Monte Carlo")
+
+
+@QUANTITIES.register("rnn-fixed-vector-product", "Claim B.12: max over i and L >= l > b >= 1 of ||D_{i,l} W ... D_{i,b} W "
+                     "z|| / ((1 + 1/L)^{l-b+1} ||z||) for z fixed before W (args.z 'gaussian' or 'e1')", networks=NET)
+def fixed_vector_product(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    D = net.forward(W, A, B, X).mask()
+    R, L, m = W.shape[0], X.shape[2], W.shape[-1]
+    if ctx.arg("z", "gaussian") == "e1":
+        z = torch.zeros(R, m, dtype=W.dtype)
+        z[:, 0] = 1
+    else:
+        z = ctx.randn(R, m)
+    z = z / z.norm(dim=-1, keepdim=True)
+    best = torch.zeros(R, dtype=W.dtype)
+    for b in range(1, L + 1):
+        v = D[:, :, b] * (z.unsqueeze(1) @ W.transpose(-1, -2))  # D_b W z, (R, n, m)
+        for l in range(b + 1, L + 1):
+            v = D[:, :, l] * (v @ W.transpose(-1, -2))
+            best = torch.maximum(best, (v.norm(dim=-1) / (1 + 1 / L) ** (l - b + 1)).amax(-1))
+    return Observation(best, method="exact products")
+
+
+@QUANTITIES.register("az-sign-change-layer2", "Claim C.4 at layer 2 (vector level): g~ ~ N(0, 2/m I); the exact greedy "
+                     "adversary g' = g'_1 + g'_2, ||g'_1||_2 <= tau1/sqrt(m), ||g'_2||_inf <= tau2/m; args.which 'count': "
+                     "flips / (tau4 m^{2/3}), tau4 = 10 tau1^{2/3}; 'mass': sqrt(m) ||D' g|| / tau5, tau5 = 3 tau1",
+                     networks=SCALAR)
+def sign_change_layer2(ctx: Context) -> Observation:
+    m, R = ctx.i("m"), ctx.replicates
+    tau1 = ctx.p("tau1")
+    tau2 = _expr_arg(ctx, "tau2", 0.0)
+    gt = torch.randn(R, m, generator=ctx.generator, dtype=torch.float64) * math.sqrt(2 / m)
+    a = gt.abs()
+    need = (a - tau2 / m).clamp_min(0)  # l2 mass still needed after the l_inf part pushes every coordinate by tau2/m
+    srt, _ = need.sort(dim=-1)
+    budget = (tau1 / math.sqrt(m)) ** 2
+    fits = (srt ** 2).cumsum(-1) <= budget * (1 - 1e-12)
+    flips = fits.sum(-1).to(torch.float64)
+    if ctx.arg("which", "count") == "count":
+        return Observation(flips / (10 * tau1 ** (2 / 3) * m ** (2 / 3)), method="exact greedy flip count")
+    # mass: every coordinate with |g~| < tau2/m is pushed to -sign(g~) tau2/m - ... ; the whole l2 budget then goes to
+    # the flipped coordinate of smallest need: ||D'g||^2 = sum over flips of (push - |g~|)^2
+    free = (a < tau2 / m)
+    mass2 = ((tau2 / m - a).clamp_min(0) ** 2 * free).sum(-1)
+    j_need = torch.where(fits.any(-1), srt[:, 0], torch.zeros(R, dtype=torch.float64))
+    extra = torch.where(fits.any(-1), (math.sqrt(budget) - j_need).clamp_min(0) + tau2 / m, torch.zeros(R, dtype=torch.float64))
+    mass = (mass2 + extra ** 2).sqrt()
+    return Observation(mass * math.sqrt(m) / (3 * tau1), method="greedy mass adversary")
+
+
+@QUANTITIES.register("az-split-sup", "Lemma A.17: sup over unit x of ||(|Wx| - t)_+||_2 (t = log(m)/sqrt(m): the optimal "
+                     "split's l2 part) for W (m x n) N(0, 2/m), by projected gradient ascent from the largest rows and "
+                     "random starts, 2 of each (a lower estimate of the sup)", networks=SCALAR)
+def split_sup(ctx: Context) -> Observation:
+    m, n, R = ctx.i("m"), ctx.i("n"), ctx.replicates
+    W = torch.randn(R, m, n, generator=ctx.generator, dtype=torch.float64) * math.sqrt(2 / m)
+    t = math.log(m) / math.sqrt(m)
+    rows = W.norm(dim=-1).topk(min(2, m), dim=-1).indices
+    starts = [W.gather(1, rows[:, j:j + 1, None].expand(-1, 1, n)).squeeze(1) for j in range(rows.shape[1])]
+    starts += [torch.randn(R, n, generator=ctx.generator, dtype=torch.float64) for _ in range(2)]
+    best = torch.zeros(R, dtype=torch.float64)
+    for x in starts:
+        x = x / x.norm(dim=-1, keepdim=True)
+        for _ in range(int(ctx.arg("steps", 30))):
+            y = (W @ x.unsqueeze(-1)).squeeze(-1)
+            r = (y.abs() - t).clamp_min(0) * y.sign()
+            best = torch.maximum(best, r.norm(dim=-1))
+            x = (r.unsqueeze(-2) @ W).squeeze(-2)  # ascent direction of ||(|Wx| - t)_+||^2 / 2
+            x = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        y = (W @ x.unsqueeze(-1)).squeeze(-1)
+        best = torch.maximum(best, (y.abs() - t).clamp_min(0).norm(dim=-1))
+    return Observation(best, method="projected ascent, 4 starts (lower estimate)")
+
+
+@QUANTITIES.register("az-toy-mean", "Lemma A.19 toy: f = mean of N iid Uniform[0,1] (E f = 1/2, bounded differences c = 1/N, "
+                     "p = 0); the value of f", networks=SCALAR)
+def toy_mean(ctx: Context) -> Observation:
+    N = ctx.i("N")
+    return Observation(torch.rand(ctx.replicates, N, generator=ctx.generator, dtype=torch.float64).mean(-1),
+                       method="Monte Carlo")
+
+
+@QUANTITIES.register("az-projected-relu-fresh", "Lemma B.7: ||(I - UU^T) phi(w + r v)|| for the extremal (alpha, "
+                     "1/(8 sqrt m))-good w (half of (1-alpha) m coordinates at +alpha/(8 sqrt m), as many at -alpha/(8 "
+                     "sqrt m), the rest 0), U (m x dtil) orthonormal (args.U 'random' or 'aligned': containing w and the "
+                     "positive block's indicator), r = rfrac alpha/(16 log m), v ~ N(0, 2/m I)", networks=SCALAR)
+def projected_relu_fresh(ctx: Context) -> Observation:
+    m, R, g = ctx.i("m"), ctx.replicates, ctx.generator
+    alpha, dt = ctx.p("alpha"), ctx.i("dtil")
+    r = ctx.p("rfrac") * alpha / (16 * math.log(m))
+    h = int((1 - alpha) * m / 2)
+    w = torch.zeros(m, dtype=torch.float64)
+    w[:h] = alpha / (8 * math.sqrt(m))
+    w[h:2 * h] = -alpha / (8 * math.sqrt(m))
+    cols = torch.randn(m, dt, generator=g, dtype=torch.float64)
+    if ctx.arg("U", "random") == "aligned" and dt >= 2:
+        cols[:, 0] = w
+        cols[:, 1] = (w > 0).to(torch.float64)
+    U, _ = torch.linalg.qr(cols)
+    v = torch.randn(R, m, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
+    p = torch.relu(w + r * v)
+    p = p - (p @ U) @ U.T
+    return Observation(p.norm(dim=-1), method="Monte Carlo (U fixed per shard)")
+
+
+# ---------------------------------------------------------------- separability, first-type term, sparse splits, patterns
+
+
+def _sep(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Def B.8: min(||(I - yy^T/||y||^2) x||, ||(I - xx^T/||x||^2) y||) over the last dim."""
+    def perp(a, b):
+        bn = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        return (a - (a * bn).sum(-1, keepdim=True) * bn).norm(dim=-1)
+    return torch.minimum(perp(x, y), perp(y, x))
+
+
+def _project_out(v: torch.Tensor, M: torch.Tensor | None) -> torch.Tensor:
+    """(I - Q Q^T) v with Q an orthonormal basis of the columns of M (R, m, k) (Householder QR); v (R, n, m)."""
+    if M is None or M.shape[-1] == 0:
+        return v
+    Q, _ = torch.linalg.qr(M)
+    return v - (v @ Q) @ Q.transpose(-1, -2)
+
+
+@QUANTITIES.register("rnn-projected-separation", "Lemma B.9 (args.which 'b9'): min over l = 0..L-1 and i != j of the Def B.8 "
+                     "separability of (I - U_l U_l^T) h_{i,l+1} and (I - U_l U_l^T) h_{j,l+1}, divided by the measured "
+                     "separability of the first tokens {x_{i,1}}; Claim B.10 ('b10'): min over l >= 1, i != j of "
+                     "||(I - UU^T) h_{i,l+1}|| / sep_{l-1}(i, j), U = [U_l, the normalised projected h_{j,l+1}]", networks=NET)
+def projected_separation(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    fwd = net.forward(W, A, B, X)
+    R, n, L, m = W.shape[0], X.shape[1], X.shape[2], W.shape[-1]
+    if n < 2 or n * L >= m:
+        raise EstimatorError(f"needs 2 <= n and n L < m (got n={n}, L={L}, m={m})")
+    x1 = X[:, :, 0]
+    d0 = torch.full((R,), math.inf, dtype=W.dtype)
+    for i in range(n):
+        for j in range(i + 1, n):
+            d0 = torch.minimum(d0, _sep(x1[:, i], x1[:, j]))
+    proj = []  # proj[l] = (I - U_l U_l^T) h_{., l+1}, (R, n, m)
+    for l in range(L):
+        proj.append(_project_out(fwd.h[:, :, l + 1], _states(fwd, l) if l > 0 else None))
+    which = ctx.arg("which", "b9")
+    best = torch.full((R,), math.inf, dtype=W.dtype)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            if which == "b9":
+                for l in range(L):
+                    best = torch.minimum(best, _sep(proj[l][:, i], proj[l][:, j]) / d0)
+            elif which == "b10":
+                for l in range(1, L):
+                    hat = proj[l][:, j] / proj[l][:, j].norm(dim=-1, keepdim=True).clamp_min(1e-300)
+                    M2 = torch.cat([_states(fwd, l), hat.unsqueeze(-1)], dim=-1)
+                    num = _project_out(fwd.h[:, i, l + 1].unsqueeze(1), M2).squeeze(1).norm(dim=-1)
+                    best = torch.minimum(best, num / _sep(proj[l - 1][:, i], proj[l - 1][:, j]).clamp_min(1e-300))
+            else:
+                raise EstimatorError(f"args.which = {which!r}: one of b9, b10")
+    return Observation(best, method="Householder QR projections, exact")
+
+
+@QUANTITIES.register("rnn-first-type-term", "Claim C.3: max over i and l >= 2 of ||W' D_{l-1} g_{l-1}|| / ((tau0/sqrt m)(4l + 8 "
+                     "+ (tau1 + tau2)/sqrt m)) with g' = g'_1 (tau1 = sqrt(m) ||g'_{l-1}||, tau2 = 0), W' the rank-one "
+                     "perturbation aligned with D~ g~ (the case that makes the operator-norm step tight) and random ones; "
+                     "valid where Lemma B.3's ||g~_{l-1}|| <= 4l holds", networks=NET)
+def first_type_term(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    tau = _radius(ctx)
+    m = W.shape[-1]
+    with torch.no_grad():
+        f0 = net.forward(W, A, B, X)
+        L = f0.L
+        cands = [random_perturbation(ctx.generator, [W], tau)[0]]
+        for i in range(X.shape[1]):  # W' = tau a b^T, b along D~_{i,L-1} g~_{i,L-1}
+            v = f0.h[:, i, max(1, L - 1)]
+            b = v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+            a = ctx.randn(W.shape[0], m)
+            a = a / a.norm(dim=-1, keepdim=True)
+            cands.append(tau * a.unsqueeze(-1) * b.unsqueeze(-2))
+        best = torch.zeros(W.shape[0], dtype=W.dtype)
+        valid = torch.ones(W.shape[0], dtype=torch.bool)
+        for l in range(2, L + 1):  # B.3: ||g~_{i,l-1}|| <= 4(l-2) + 8 = 4l
+            valid &= (f0.g[:, :, l - 1].norm(dim=-1) <= 4 * l).all(-1)
+        for Wp in cands:
+            f1 = net.forward(W + Wp, A, B, X)
+            for l in range(2, L + 1):
+                Dg = f1.h[:, :, l - 1]  # D_{l-1} g_{l-1} = h_{l-1} at the perturbed W
+                lhs = (Dg @ Wp.transpose(-1, -2)).norm(dim=-1)
+                tau1 = math.sqrt(m) * (f1.g[:, :, l - 1] - f0.g[:, :, l - 1]).norm(dim=-1)
+                rhs = tau * (4 * l + 8 + tau1 / math.sqrt(m))
+                best = torch.maximum(best, (lhs / rhs).amax(-1))
+    return Observation(best, valid=valid, method="random + aligned rank-one W'")
+
+
+@QUANTITIES.register("rnn-sparse-split", "Claims C.5-C.6: ||(|y| - t)_+|| / (3 tau5 sqrt(tau4) log^2 m / m^{2/3}), t = 4 tau5 "
+                     "log m / m (the optimal split's l2 part), y = W~ D~_l W~ ... D~_b W~ x, max over L >= l+1 >= b >= 1: "
+                     "args.source 'random' (x with tau4 m^{2/3} random nonzeros, ||x|| = tau5/sqrt m; params tau4, tau5) "
+                     "or 'flips' (x = D'_{i,1} g_{i,1}... the sign-change vector of the layer-2 flip adversary at radius "
+                     "tau0/sqrt m, tau5 = 3 sqrt(m) ||g'||, tau4 = 10 (sqrt(m) ||g'||)^{2/3})", networks=NET)
+def sparse_split(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    R, m = W.shape[0], W.shape[-1]
+    with torch.no_grad():
+        f0 = net.forward(W, A, B, X)
+        D = f0.mask()
+        L = f0.L
+        src = ctx.arg("source", "random")
+        if src == "random":
+            tau4, tau5 = ctx.p("tau4"), ctx.p("tau5")
+            k = max(1, min(m, round(tau4 * m ** (2 / 3))))
+            idx = torch.rand(R, m, generator=ctx.generator).argsort(-1)[:, :k]
+            x = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, torch.randn(R, k, generator=ctx.generator, dtype=W.dtype))
+            x = x / x.norm(dim=-1, keepdim=True) * tau5 / math.sqrt(m)
+            T5 = torch.full((R,), tau5, dtype=W.dtype)
+            T4 = torch.full((R,), tau4, dtype=W.dtype)
+            b0 = 1
+        elif src == "flips":
+            Wp = _flip_candidates(W, f0, _radius(ctx))[0]
+            f1 = net.forward(W + Wp, A, B, X)
+            x = (f1.mask()[:, 0, 2] - D[:, 0, 2]) * f1.g[:, 0, 2]  # D'_{1,2} g_{1,2}
+            tau1 = math.sqrt(m) * (f1.g[:, 0, 2] - f0.g[:, 0, 2]).norm(dim=-1)
+            T5, T4 = 3 * tau1, 10 * tau1 ** (2 / 3)
+            b0 = 3
+        else:
+            raise EstimatorError(f"args.source = {src!r}: one of random, flips")
+        t = 4 * T5 * math.log(m) / m
+        bound = 3 * T5 * T4.sqrt() * math.log(m) ** 2 / m ** (2 / 3)
+        best = torch.zeros(R, dtype=W.dtype)
+        for b in range(b0, L + 1):
+            y = (x.unsqueeze(1) @ W.transpose(-1, -2)).squeeze(1)  # W~ x (l + 1 = b)
+            best = torch.maximum(best, (y.abs() - t.unsqueeze(-1)).clamp_min(0).norm(dim=-1) / bound)
+            for l in range(b, L):
+                y = ((D[:, 0, l] * y).unsqueeze(1) @ W.transpose(-1, -2)).squeeze(1)  # W~ D~_l ... (sequence 1's patterns)
+                best = torch.maximum(best, (y.abs() - t.unsqueeze(-1)).clamp_min(0).norm(dim=-1) / bound)
+    return Observation(best, method=f"x from {src}; exact optimal split")
+
+
+@QUANTITIES.register("rnn-arbitrary-pattern-norm", "Claim C.8: max over i and segments of ||prod (D~_l + D'_l) W~||_2 for "
+                     "D' with entries in {0, 1} on k = s^2 m^{2/3} coordinates per layer (args.s an expression), chosen by "
+                     "an alternating heuristic: the top-k coordinates of |W~ z| along the current top singular vector's "
+                     "path (3 rounds; exact SVD each round) - a lower estimate of the sup over arbitrary D'", networks=NET)
+def arbitrary_pattern_norm(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    R, n, m = W.shape[0], X.shape[1], W.shape[-1]
+    with torch.no_grad():
+        D = net.forward(W, A, B, X).mask()
+        L = D.shape[2] - 1
+        k = max(1, min(m, round(_expr_arg(ctx, "s", 1.0) ** 2 * m ** (2 / 3))))
+        best = torch.zeros(R, dtype=W.dtype)
+        for i in range(n):
+            for l1 in range(1, L + 1):
+                for l2 in range(l1, L + 1):
+                    Dp = torch.zeros(R, l2 - l1 + 1, m, dtype=W.dtype)
+                    for _ in range(int(ctx.arg("rounds", 3))):
+                        P = torch.eye(m, dtype=W.dtype).expand(R, m, m)
+                        for j, l in enumerate(range(l1, l2 + 1)):
+                            P = (D[:, i, l] + Dp[:, j]).unsqueeze(-1) * (W @ P)
+                        best = torch.maximum(best, torch.linalg.matrix_norm(P, ord=2))
+                        _, _, Vh = torch.linalg.svd(P)
+                        z = Vh[:, 0]  # top right singular vector: follow its path and grow D' there
+                        for j, l in enumerate(range(l1, l2 + 1)):
+                            wz = (W @ z.unsqueeze(-1)).squeeze(-1)
+                            idx = wz.abs().topk(k, dim=-1).indices
+                            Dp[:, j] = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, 1.0)
+                            z = (D[:, i, l] + Dp[:, j]) * wz
+                            z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    return Observation(best, method=f"alternating heuristic, k = {k} (lower estimate)")
+
+
+@QUANTITIES.register("rnn-fake-gradient-stability", "Lemma E.8 / Claim E.9: Delta_k = | ||fake grad_k f(W + W''_j)||^2 - ||fake "
+                     "grad_k f(W)||^2 | / max ||loss||^2 for W''_j = s e_j v_{i*,l*}^T (s = theta sqrt(2) N(0, 2/m): a resampling "
+                     "of u_j, Lemma E.5a), (i*, l*) the argmax of the fixed iid N(0,1) losses: args.which 'sum' (sum over a "
+                     "random N containing j, |N| = args.Nset), 'max' (max over k), 'frac' (fraction of k with Delta_k > "
+                     "args.thr, at least the round-off level)", networks=NET)
+def fake_gradient_stability(ctx: Context) -> Observation:
+    W, A, B, X = _setup(ctx)
+    R, n, L = X.shape[:3]
+    m, d = W.shape[-1], B.shape[-2]
+    theta = ctx.p("theta")
+    lv = torch.zeros(R, n, L + 1, d, dtype=ctx.dtype)
+    lv[:, :, 2:] = ctx.randn(R, n, L - 1, d)
+    norms = lv.norm(dim=-1)
+    star = norms.flatten(1).argmax(-1)
+    istar, lstar = (star // (L + 1)), (star % (L + 1))
+    with torch.no_grad():
+        f0 = net.forward(W, A, B, X)
+        ar = torch.arange(R)
+        v = torch.stack([_fresh_direction(f0, int(i), max(1, min(int(ls), L - 1)))[r] for r, (i, ls) in enumerate(zip(istar, lstar))])
+        j = torch.randint(0, m, (R,), generator=ctx.generator)
+        s = theta * math.sqrt(2) * torch.randn(R, generator=ctx.generator, dtype=W.dtype) * math.sqrt(2 / m)
+        Wpp = torch.zeros_like(W)
+        Wpp[ar, j] = s.unsqueeze(-1) * v
+        g0 = (net.gradient_from_losses(W, B, f0, lv) ** 2).sum(-1)
+        g1 = (net.gradient_from_losses(W + Wpp, B, net.forward(W + Wpp, A, B, X), lv) ** 2).sum(-1)
+        mx = (norms ** 2).flatten(1).amax(-1)
+        delta = (g1 - g0).abs() / mx.unsqueeze(-1)
+        which = ctx.arg("which", "sum")
+        if which == "sum":
+            Ns = max(1, min(m, round(_expr_arg(ctx, "Nset", 16))))
+            pick = torch.rand(R, m, generator=ctx.generator)
+            pick[ar, j] = -1.0  # j is in N
+            idx = pick.argsort(-1)[:, :Ns]
+            val = delta.gather(-1, idx).sum(-1)
+        elif which == "max":
+            val = delta.amax(-1)
+        elif which == "frac":  # fraction of k whose change exceeds args.thr (an expression; default: any change)
+            thr = _expr_arg(ctx, "thr", 0.0)
+            floor = 1e-12 * (g0.amax(-1) / mx).unsqueeze(-1)  # round-off of unchanged rows
+            val = (delta > torch.clamp(floor, min=thr)).to(W.dtype).mean(-1)
+        else:
+            raise EstimatorError(f"args.which = {which!r}: one of sum, max, frac")
+    return Observation(val, method="closed-form fake gradients")
+
+
+@QUANTITIES.register("rnn-margin-fraction", "Lemmas D.3-D.5 with a threshold b/sqrt(m) (b = args.b, an expression): g_{i,l+1} = "
+                     "W h_{i,l} + A x_{i,l+1}, (i*, l*) = (1, args.lstar); 'small' (D.3) |N2|/m, N2 = {k: |g_{i*,l*+1,k}| <= "
+                     "b/sqrt m}; 'same-layer' (D.4) |N3|/|N2| with N2 from args.b2, N3 = {k in N2: |g_{i,l*+1,k}| >= b/sqrt m "
+                     "for all i != i*}; 'later' (D.5) |N4|/|N3| with N4 = {k in N3: |g_{i,l+1,k}| >= b/sqrt m, all i, l > l*}",
+                     networks=NET)
+def margin_fraction(ctx: Context) -> Observation:
+    fwd, method = _forward_at_init(ctx)
+    n, L = fwd.h.shape[1], fwd.L
+    m = fwd.h.shape[-1]
+    ls = int(_expr_arg(ctx, "lstar", 1))
+    if not 1 <= ls <= L - 1:
+        raise EstimatorError(f"args.lstar = {ls}: must lie in 1..L-1 (g_{{l*+1}} must exist)")
+    thr = _expr_arg(ctx, "b", 0.01) / math.sqrt(m)
+    G = fwd.g  # G[:, i, l] = g_{i,l} = W h_{i,l-1} + A x_{i,l}
+    which = ctx.arg("which", "small")
+    small = G[:, 0, ls + 1].abs() <= (thr if which == "small" else _expr_arg(ctx, "b2", 0.1) / math.sqrt(m))
+    if which == "small":
+        return Observation(small.to(G.dtype).mean(-1), method=method)
+    N3 = small & (G[:, 1:, ls + 1].abs() >= thr).all(1) if n > 1 else small
+    if which == "same-layer":
+        val = N3.sum(-1) / small.sum(-1).clamp_min(1)
+        return Observation(val.to(G.dtype), valid=small.any(-1), method=method)
+    if which == "later":
+        N4 = N3 & (G[:, :, ls + 2:].abs() >= thr).all(-2).all(1) if ls + 2 <= L else N3
+        val = N4.sum(-1) / N3.sum(-1).clamp_min(1)
+        return Observation(val.to(G.dtype), valid=N3.any(-1), method=method)
+    raise EstimatorError(f"args.which = {which!r}: one of small, same-layer, later")

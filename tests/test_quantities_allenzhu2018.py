@@ -1,0 +1,329 @@
+"""The allenzhu2018 quantities added for the paper's full coverage, each against a plain reference, a closed form,
+autograd or a brute-force enumeration. Every draw has a fixed seed, so each test is deterministic."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, stats
+
+import lemmacheck.builtin  # noqa: F401  (registers every quantity)
+from lemmacheck.context import Context
+from lemmacheck.nets import allenzhu2018 as net
+from lemmacheck.quantities import allenzhu2018 as q
+from lemmacheck.registry import QUANTITIES
+
+INP = {"kind": "rnn-sequences", "n": "n", "L": "L", "dx": "dx", "separation": "delta", "tail": "random"}
+P = {"m": 32, "L": 3, "n": 2, "dx": 4, "d": 1, "delta": 0.2, "tau0": 1.0}
+
+
+def obs(name, params, args=None, R=8, seed=0, search="none", inputs=INP):
+    ctx = Context("t", dict(params), R, torch.Generator().manual_seed(seed), args=args or {},
+                  inputs_spec=inputs if "L" in params and "dx" in params else {}, search=search)
+    return QUANTITIES.get(name).obj(ctx)
+
+
+# ------------------------------------------------------------------ Appendix A: exact tails
+
+
+def test_a3_a4_tails_match_scipy_direct():
+    o = obs("az-tail-bound-ratio", {"k": 7}, {"which": "A.3-upper"}, R=50)
+    t = o.extras["t"].numpy()
+    ok = t < 300  # the direct quotient under/overflows beyond (the estimator works in log space)
+    ref = stats.chi2.sf(7 + 2 * np.sqrt(7 * t[ok]) + 2 * t[ok], 7) / np.exp(-t[ok])
+    np.testing.assert_allclose(o.value.numpy()[ok], ref, rtol=1e-9, atol=1e-300)
+    o = obs("az-tail-bound-ratio", {"n": 9}, {"which": "A.4"}, R=50)
+    b = o.extras["b"].numpy()
+    ref = (stats.chi2.cdf(9 - 9 / b, 9) + stats.chi2.sf(9 + 9 / b, 9)) / (2 * np.exp(-9 / (8 * b ** 2)))
+    np.testing.assert_allclose(o.value.numpy(), ref, rtol=1e-9)
+
+
+def test_binomial_chi2_mixture_is_the_law_of_the_relu_norm():
+    """Fact A.11's law of ||phi(x)||^2 (x ~ N(0, I_n)) against 200k Monte Carlo draws, 5 sigma."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.relu(torch.randn(200_000, 5, generator=g, dtype=torch.float64))
+    s = (x ** 2).sum(-1).numpy()
+    pts = np.array([0.0, 0.5, 2.5, 6.0])
+    F = q._binom_chi2_cdf(5, pts)
+    emp = (s[:, None] <= pts[None, :]).mean(0)
+    assert np.all(np.abs(emp - F) <= 5 * np.sqrt(F * (1 - F) / len(s)) + 1e-12)
+    np.testing.assert_allclose(q._binom_chi2_sf(5, pts[1:]), 1 - F[1:], rtol=1e-12)
+
+
+def test_good_failure_matches_enumeration_of_the_multinomial():
+    m, p = 6, 0.3
+    for qq in (1, 2, 3):
+        ok = 0.0
+        for a, b in itertools.product(range(m + 1), repeat=2):
+            if a + b <= m and a >= qq and b >= qq:
+                ok += math.factorial(m) / (math.factorial(a) * math.factorial(b) * math.factorial(m - a - b)) \
+                    * p ** a * p ** b * (1 - 2 * p) ** (m - a - b)
+        assert q._good_failure(m, p, qq) == pytest.approx(1 - ok, abs=1e-12)
+
+
+def test_a5_mean_closed_form_against_quadrature_and_a12_against_direct_normal():
+    o = obs("az-tail-bound-ratio", {}, {"which": "A.5-mean"}, R=6)
+    for m, v in zip(o.extras["m"].numpy(), o.value.numpy()):
+        g2 = math.log(m)
+        ey = integrate.quad(lambda x, c=g2: (x * x - c) * stats.norm.pdf(x), math.sqrt(g2), np.inf)[0] * 2
+        assert v == pytest.approx(ey * math.sqrt(m), rel=1e-7)
+    o = obs("az-tail-bound-ratio", {}, {"which": "A.12-two"}, R=20)
+    t, mu = o.extras["t"].numpy(), o.extras["mu"].numpy()
+    p = 1 - (stats.norm.cdf(t - mu) - stats.norm.cdf(-t - mu))
+    ref = np.maximum((1 - 4 * t / 5) / p, p / (1 - 2 * t / 3))
+    np.testing.assert_allclose(o.value.numpy(), ref, rtol=1e-9)
+
+
+def test_a18_binomial_tails_and_directions():
+    o = obs("az-tail-bound-ratio", {"N": 12}, {"which": "A.18-textbook"}, R=30)
+    t, p = o.extras["t"].numpy(), o.extras["p"].numpy()
+    k = np.arange(13)
+    for ti, pi, v in zip(t, p, o.value.numpy()):
+        pmf = stats.binom.pmf(k, 12, pi)
+        up, lo = pmf[k / 12 - pi >= ti - 1e-12].sum(), pmf[k / 12 - pi <= -ti + 1e-12].sum()
+        assert v == pytest.approx(max(up, lo) / math.exp(-2 * ti ** 2 * 12), rel=1e-6, abs=1e-300)
+    assert (o.value <= 1).all()  # Hoeffding holds
+    assert (obs("az-tail-bound-ratio", {"N": 12}, {"which": "A.18-printed-lower"}, R=30).value < 1).all()
+
+
+def test_truncated_squares_mean_and_relu_norm_readings():
+    m = 1000
+    o = obs("az-truncated-squares", {"m": m}, R=400)
+    g = math.sqrt(math.log(m))
+    ey = 2 * g * stats.norm.pdf(g) + 2 * (1 - g * g) * stats.norm.sf(g)
+    mean = m * ey / (2 * math.sqrt(m))
+    assert abs(float(o.value.mean()) - mean) < 5 * float(o.value.std()) / 20
+    # the literal phi(a) = max(a,0)^2 of Lemma A.8 concentrates at sqrt(3) sqrt(n/2): |ratio - 1| ~ sqrt(3) - 1
+    sq = obs("az-relu-norm-deviation", {"n": 4000}, {"which": "A.8", "square": True}, R=50).value
+    assert abs(float(sq.median()) - (math.sqrt(3) - 1)) < 0.05
+    assert float(obs("az-relu-norm-deviation", {"n": 4000}, {"which": "A.8"}, R=50).value.max()) < 0.05
+    assert float(obs("az-relu-norm-deviation", {"m": 4000, "n": 3}, {"which": "A.9"}, R=50).value.max()) < 0.1
+    assert float(obs("az-relu-norm-deviation", {"m": 4000}, {"which": "A.10"}, R=50).value.max()) < 0.1
+
+
+def test_ks_statistic_matches_scipy_and_handles_atoms():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 400, generator=g, dtype=torch.float64)
+    ours = q._ks_stat(x, stats.norm.cdf).numpy()
+    ref = [stats.kstest(r, "norm").statistic * math.sqrt(400) for r in x.numpy()]
+    np.testing.assert_allclose(ours, ref, rtol=1e-12)
+    # half the mass at 0 exactly, drawn exactly: the statistic stays O(1); a lost atom (F(0) = 0) is caught
+    z = torch.where(torch.rand(1, 2000, generator=g) < 0.5, torch.zeros(1, 2000, dtype=torch.float64), x.new_tensor(
+        np.abs(np.random.default_rng(0).standard_normal((1, 2000)))))
+    mix = lambda t: np.where(t < 0, 0.0, 0.5 + 0.5 * (2 * stats.norm.cdf(t) - 1))
+    assert float(q._ks_stat(z, mix)) < 2.5
+    assert float(q._ks_stat(z, lambda t: np.where(t < 0, 0.0, 2 * stats.norm.cdf(t) - 1))) > 10
+
+
+def test_fact_a11_statistic_is_small_under_the_stated_law():
+    v = obs("az-fact-a11-ks", {"m": 400, "p": 4}, {"part": "coords", "q": "-2"}, R=100).value
+    assert float(v.quantile(0.5)) < 1.0 and float((v > 1.95).float().mean()) <= 0.03
+
+
+def test_decomposition_identity_and_conditional_probabilities():
+    assert float(obs("az-decomposition", {"m": 500, "theta": 0.3}, {"part": "identity"}).value.max()) < 1e-14
+    # E.4 (c): the exact conditional tail against Monte Carlo over g2 for one g1
+    m, theta = 50, 0.2
+    o = obs("az-decomposition", {"m": m, "theta": theta}, {"part": "e4c", "variance": 2.0}, R=1, seed=3)
+    g = torch.Generator().manual_seed(3)
+    g1 = torch.randn(1, m, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
+    g2 = torch.randn(200_000, m, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * math.sqrt(2 / m)
+    u = theta * g2 - (1 - math.sqrt(1 - theta ** 2)) * g1
+    thr = theta / (2 * math.sqrt(m))
+    mc = torch.minimum((u >= thr).double().mean(0), (u <= -thr).double().mean(0)).min()
+    assert float(o.value[0]) == pytest.approx(float(mc), abs=0.01)
+
+
+def test_finite_table_facts_known_true_hold_and_the_printed_a2_fails():
+    assert float(obs("az-finite-table-fact", {"nx": 5, "ny": 5}, {"which": "A.1"}, R=3000).value.min()) >= 1 - 1e-12
+    a2 = obs("az-finite-table-fact", {"nx": 5, "ny": 5}, {"which": "A.2"}, R=3000)
+    assert float(a2.value[a2.valid].min()) >= 1 - 1e-12
+    assert float(obs("az-finite-table-fact", {"nx": 5, "ny": 5}, {"which": "A.2", "nonnegative": False}, R=3000).value.min()) < 1
+
+
+# ------------------------------------------------------------------ exact identities
+
+
+def test_gradient_and_expansion_identities_are_exact():
+    assert float(obs("rnn-gradient-identity-error", dict(P, d=2), {"labels": "gaussian"}).value.max()) < 1e-12
+    assert float(obs("rnn-relu-expansion-error", dict(P, tau0=20.0), {"check_radius": 5.0}).value.max()) < 1e-12
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, -1.0, 1e-300, -1e-300, 3.5, -2.25, 1e300, -1e300]),
+                          st.floats(-1e6, 1e6)), min_size=1, max_size=12))
+def test_proposition_g3_construction(pairs):
+    a = torch.tensor([p[0] for p in pairs], dtype=torch.float64)
+    b = torch.tensor([p[1] if i % 2 else p[0] for i, p in enumerate(pairs)], dtype=torch.float64)  # ties too
+    Dpp = q.relu_difference_diag(a, b)
+    assert (Dpp.abs() <= 1).all()
+    assert (Dpp[(a >= 0) == (b >= 0)] == 0).all()
+    lhs = torch.relu(a) - torch.relu(b)
+    rhs = (a >= 0).double() * (a - b) + Dpp * (a - b)
+    assert torch.allclose(lhs, rhs, rtol=1e-12, atol=1e-12 * float(torch.maximum(a.abs(), b.abs()).max()))
+    assert float(obs("az-relu-difference-error", {"m": 64}, R=50).value.max()) < 1e-14
+
+
+# ------------------------------------------------------------------ training and semi-smoothness
+
+
+def test_training_step_is_gradient_descent_on_f():
+    params = dict(P, c=0.7, T=1)
+    o = obs("rnn-training", params, {"method": "gd"}, R=3, seed=4)
+    g = torch.Generator().manual_seed(4)
+    X = net.rnn_sequences(g, 3, n=2, L=3, dx=4, separation=0.2)
+    W, A, B = net.init(g, 3, 32, 4, 1)
+    Y = net.label_sequences(g, 3, 2, 3, 1)
+    Wg = W.clone().requires_grad_(True)
+    f0 = net.objective(net.forward(Wg, A, B, X), Y)
+    (G,) = torch.autograd.grad(f0.sum(), Wg)
+    f1 = net.objective(net.forward(W - 0.7 / 32 * G, A, B, X), Y)
+    torch.testing.assert_close(o.value, (f1 / f0).detach(), rtol=1e-10, atol=0)
+    assert float(obs("rnn-training", dict(P, c=0.0, T=3), R=2).extras["sqrt_m_displacement"].max()) == 0.0
+
+
+def test_semismooth_remainder_is_second_order():
+    g = torch.Generator().manual_seed(5)
+    X = net.rnn_sequences(g, 2, n=2, L=3, dx=4, separation=0.2)
+    W, A, B = net.init(g, 2, 32, 4, 1)
+    Y = net.label_sequences(g, 2, 2, 3, 1)
+    D = torch.randn(2, 32, 32, generator=g, dtype=torch.float64)
+    r1 = q.semismooth_remainder(W, A, B, X, Y, 1e-4 * D).abs()
+    r2 = q.semismooth_remainder(W, A, B, X, Y, 1e-5 * D).abs()
+    assert (r2 <= r1 / 50).all()  # ~ 1/100 when no pattern flips (quadratic)
+    assert float(obs("rnn-semismooth-ratio", P, R=2, search="adversarial").value.min()) > 0
+
+
+# ------------------------------------------------------------------ backward and rank-one perturbations
+
+
+def test_segment_rows_match_explicit_products():
+    g = torch.Generator().manual_seed(6)
+    X = net.rnn_sequences(g, 1, n=2, L=3, dx=4, separation=0.2)
+    W, A, B = net.init(g, 1, 16, 4, 2)
+    D = net.forward(W, A, B, X).mask()
+    a = torch.randn(1, 2, generator=g, dtype=torch.float64)
+    rows = q._segment_rows(a, B, D, W)
+    for (l1, l2), v in rows.items():
+        M = B[0]
+        for l in range(l2, l1 - 1, -1):
+            M = M @ torch.diag(D[0, 1, l]) @ W[0]
+        torch.testing.assert_close(v[0, 1], a[0] @ M, rtol=1e-12, atol=1e-12)
+
+
+def test_perturbation_differences_vanish_with_the_radius():
+    for w in "abcd":
+        assert float(obs("rnn-backward-perturbation", dict(P, tau0=1e-12), {"which": w}, search="adversarial").value.max()) < 1e-9
+    for w in ("forward", "back-a", "back-b"):
+        assert float(obs("rnn-rank-one-perturbation", dict(P, tau0=1e-12, N=3), {"which": w, "N": "N"}).value.max()) < 1e-9
+
+
+def test_fresh_direction_is_orthogonal_to_earlier_states():
+    g = torch.Generator().manual_seed(7)
+    X = net.rnn_sequences(g, 2, n=3, L=4, dx=4, separation=0.2)
+    W, A, B = net.init(g, 2, 32, 4, 1)
+    f = net.forward(W, A, B, X)
+    v = q._fresh_direction(f, 1, 3)
+    assert torch.allclose(v.norm(dim=-1), torch.ones(2, dtype=torch.float64))
+    assert float((torch.einsum("rm,rnlm->rnl", v, f.h[:, :, 1:3])).abs().max()) < 1e-12
+
+
+def test_backward_coordinate_fraction_matches_the_gaussian_law():
+    # single unit loss at l* = L: u = B^T loss, |u_k| ~ |N(0,1)| (d = 1), threshold 1/(6 sqrt(nL))
+    o = obs("rnn-backward-coordinate-fraction", dict(P, m=256, L=4, n=2), {"losses": "single"}, R=60)
+    p = 2 * stats.norm.sf(1 / (6 * math.sqrt(8)))
+    assert abs(float(o.value.mean()) - p) < 5 * math.sqrt(p * (1 - p) / (256 * 60))
+
+
+def test_fake_gradient_statistics_agree_for_one_sample_and_rows_bound_frobenius():
+    p1 = dict(P, n=1)
+    fro = obs("rnn-fake-gradient-norm", p1, {"statistic": "fro"}).value
+    torch.testing.assert_close(obs("rnn-fake-gradient-norm", p1, {"statistic": "per-sample"}).value, fro)
+    row = obs("rnn-fake-gradient-norm", p1, {"statistic": "row"}).value
+    assert (row ** 2 <= fro * (1 + 1e-12)).all() and (row ** 2 * 32 >= fro * (1 - 1e-12)).all()
+    lo = obs("rnn-fake-gradient-norm", P, {"side": "min"}, search="adversarial").value
+    assert (lo <= obs("rnn-fake-gradient-norm", P).value * (1 + 1e-9)).all()  # W' = 0 is in the ball
+
+
+def test_fake_gradient_stability_is_zero_without_a_change():
+    for w in ("sum", "max", "frac"):
+        assert float(obs("rnn-fake-gradient-stability", dict(P, theta=0.0), {"which": w}).value.max()) == 0.0
+
+
+# ------------------------------------------------------------------ remaining tools
+
+
+def test_masked_column_norm_second_moment_and_fixed_vector_product_reference():
+    v = obs("az-masked-column-norm", {"m": 2000}, {"config": "parallel"}, R=400).value
+    assert abs(float((v ** 2).mean()) - 1) < 5 * float((v ** 2).std()) / 20  # E = ||z||^2 exactly
+    o = obs("rnn-fixed-vector-product", dict(P, m=16, L=3, n=1), {"z": "e1"}, R=1, seed=8)
+    g = torch.Generator().manual_seed(8)
+    X = net.rnn_sequences(g, 1, n=1, L=3, dx=4, separation=0.2)
+    W, A, B = net.init(g, 1, 16, 4, 1)
+    D = net.forward(W, A, B, X).mask()[0, 0]
+    z = torch.zeros(16, dtype=torch.float64)
+    z[0] = 1
+    best = 0.0
+    for b in range(1, 4):
+        v = D[b] * (W[0] @ z)
+        for l in range(b + 1, 4):
+            v = D[l] * (W[0] @ v)
+            best = max(best, float(v.norm()) / (1 + 1 / 3) ** (l - b + 1))
+    assert float(o.value[0]) == pytest.approx(best, rel=1e-12)
+
+
+def test_sign_change_greedy_is_optimal_against_enumeration():
+    m, tau1 = 8, 0.6
+    o = obs("az-sign-change-layer2", {"m": m, "tau1": tau1}, {"which": "count", "tau2": "0"}, R=20, seed=9)
+    g = torch.randn(20, m, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * math.sqrt(2 / m)
+    budget = tau1 ** 2 / m
+    for r in range(20):
+        need = g[r].abs().numpy() ** 2
+        best = max(len(S) for k in range(m + 1) for S in itertools.combinations(range(m), k) if need[list(S)].sum() <= budget)
+        assert float(o.value[r]) * 10 * tau1 ** (2 / 3) * m ** (2 / 3) == pytest.approx(best)
+
+
+def test_split_sup_is_a_lower_estimate_close_to_the_true_sup_in_two_dimensions():
+    o = obs("az-split-sup", {"m": 64, "n": 2}, R=3, seed=10)
+    W = torch.randn(3, 64, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64) * math.sqrt(2 / 64)
+    ang = torch.linspace(0, 2 * math.pi, 20001, dtype=torch.float64)
+    xs = torch.stack([ang.cos(), ang.sin()], -1)
+    t = math.log(64) / 8
+    true = ((W @ xs.T).abs() - t).clamp_min(0).norm(dim=1).amax(-1)
+    assert (o.value <= true + 1e-9).all() and (o.value >= 0.999 * true).all()
+
+
+def test_projected_relu_and_margins_closed_forms():
+    # r -> 0 with U containing w and the positive-block indicator: (I - UU^T) phi(w) = 0
+    v = obs("az-projected-relu-fresh", {"m": 4000, "alpha": 0.01, "dtil": 3, "rfrac": 1e-12}, {"U": "aligned"}, R=4).value
+    assert float(v.max()) < 1e-12
+    pm = dict(P, m=64, L=3, n=3)
+    assert float(obs("rnn-margin-fraction", pm, {"which": "small", "b": "1e6"}).value.min()) == 1.0
+    assert float(obs("rnn-margin-fraction", pm, {"which": "small", "b": "0"}).value.max()) == 0.0
+    assert float(obs("rnn-margin-fraction", pm, {"which": "same-layer", "b": "1e-30", "b2": 1e6}).value.min()) == 1.0
+
+
+def test_separation_helpers_and_first_type_term():
+    x = torch.tensor([[3.0, 0.0]], dtype=torch.float64)
+    y = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    assert float(q._sep(x, y)) == pytest.approx(min(3 / math.sqrt(2), 1.0))
+    g = torch.Generator().manual_seed(11)
+    M = torch.randn(2, 10, 3, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 4, 10, generator=g, dtype=torch.float64)
+    ref = v - torch.stack([(M[r] @ torch.linalg.lstsq(M[r], v[r].T).solution).T for r in range(2)])
+    torch.testing.assert_close(q._project_out(v, M), ref, rtol=1e-10, atol=1e-10)
+    o = obs("rnn-first-type-term", dict(P, tau0=5.0), R=20, search="adversarial")
+    assert float(o.value[o.valid].max()) <= 1  # the triangle inequality, given Lemma B.3's event
+    assert float(obs("rnn-projected-separation", dict(P, m=64, n=3), {"which": "b9"}).value.min()) > 0
+
+
+def test_arbitrary_patterns_dominate_the_plain_products_and_splits_are_bounded():
+    pa = dict(P, m=16, L=2, n=1)
+    plain = obs("rnn-segment-spectral-norm", pa, R=4).value
+    assert (obs("rnn-arbitrary-pattern-norm", pa, {"s": "0.5"}, R=4).value >= plain * (1 - 1e-12)).all()
+    assert float(obs("rnn-sparse-split", dict(P, tau4=1.0, tau5=1.0), {"source": "random"}).value.min()) >= 0
+    assert abs(float(obs("az-toy-mean", {"N": 400}, R=200).value.mean()) - 0.5) < 0.005
