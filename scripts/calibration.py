@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from calibration.cases import DELTA, cases, run_case
 
 from lemmacheck.stats import DEFAULT_ALPHA
-from lemmacheck.verdicts import ROUNDING_ULPS, SCALING_ALPHA, STILL_GROWING_SLOPE
+from lemmacheck.verdicts import ROUNDING_ULPS, SCALING_ALPHA, STILL_GROWING_RISE, STILL_GROWING_SLOPE
 
 VERDICTS = ("holds", "inconclusive", "violated")
 
@@ -30,6 +30,10 @@ def _freq(counts: Counter, total: int) -> str:
 
 
 def table(seeds: int) -> str:
+    from lemmacheck import runner
+
+    fixed = runner.versions()
+    runner.versions = lambda: fixed  # one git query, not two per run: thousands of runs follow
     lines = [
         "# Verdict calibration",
         "",
@@ -42,7 +46,8 @@ def table(seeds: int) -> str:
         "",
         f"Settings: delta = {DELTA}, alpha = {DEFAULT_ALPHA:g} per configuration (two-sided Clopper-Pearson),",
         f"scaling intervals at 1 - {SCALING_ALPHA:g} simultaneous over a claim's configurations, slope tolerance 0.1,",
-        f"still-growing at a local slope above {STILL_GROWING_SLOPE}, comparison tolerance {ROUNDING_ULPS} ulps of",
+        f"still-growing at a log rise above {STILL_GROWING_RISE} and a local slope above {STILL_GROWING_SLOPE},",
+        f"comparison tolerance {ROUNDING_ULPS} ulps of",
         "the dtype times the operands' magnitude. Frequencies are holds / inconclusive / violated.",
         "",
         "A true claim must never read violated; a false one must not read holds beyond the exact rate where one",
