@@ -345,3 +345,50 @@ def test_quantities_refuse_unknown_parts():
                      (q.init_chain, {"part": "x"}), (q.ball_perturbation, {"part": "x"})]:
         with pytest.raises(EstimatorError):
             fn(ctx({"L": 1, "p": 4, "n": 3, "h": 0.1, "tau": 0.1}, R=2, args=args))
+
+
+# ------------------------------------------------------- Hypothesis over the stated domains (Lemmas B.5-B.7, B.9)
+
+profiles = st.integers(1, 10).flatmap(lambda L: st.lists(st.floats(0, 10), min_size=L + 1, max_size=L + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(profiles)
+def test_lemma_b6_outer_bound_and_part_2_for_every_profile(a):
+    """max_k prod_{j>k} ||V_j|| <= ||V||^L whenever ||V|| > 1 (Part 2, hence Part 1's outer bound)."""
+    t = torch.tensor([a], dtype=F64)
+    eta, L = float(t.norm()), len(a) - 1
+    if eta > 1:
+        assert float(q.trailing_products_max(t)[0]) <= eta ** L * (1 + 1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0, 10), st.floats(0, 10))
+def test_lemma_b7_holds_with_two_blocks(a1, a2):
+    """L = 1 (two blocks): |I| is 1 or 2, the two ends of the AM-GM range, so the printed bound holds; the lemma fails
+    only from L = 2 on (test_b7_counterexample_is_found_by_the_quantity)."""
+    nA = math.hypot(a1, a2)
+    bound = max(nA ** 2 / 2, nA)
+    for lhs in (a1, a2, a1 * a2):
+        assert lhs <= bound * (1 + 1e-12) + 1e-300
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["huberized-relu", "scaled-swish"]), st.floats(1e-6, 10),
+       st.floats(-1e4, 1e4), st.floats(-1e4, 1e4))
+def test_lemma_b9_contraction_for_every_pair(act, h, a, b):
+    f = net.activation(act, h).f
+    x = torch.tensor([a, b], dtype=F64)
+    fx = f(x)
+    assert abs(float(fx[0] - fx[1])) <= abs(a - b) * (1 + 1e-12) + 1e-12 * h
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 4), st.floats(0.1, 5.0))
+def test_lemma_b5_core_inequality_for_random_nets(seed, L, scale):
+    """The proof of Lemma B.5: |f_V(x)| <= prod_j ||V_j||_op <= (||V||/sqrt(L+1))^{L+1} for unit x (any V)."""
+    X, _, Vs, a = problem(seed=seed, R=2, n=3, p=4, L=L, scale=scale, h=0.3)
+    out = net.forward(Vs, X, a).out.abs().amax(-1)
+    prod = torch.stack([q._op_norm(V) for V in Vs], -1).prod(-1)
+    amgm = (net.collective_norm(Vs) / math.sqrt(L + 1)) ** (L + 1)
+    assert (out <= prod * (1 + 1e-12)).all() and (prod <= amgm * (1 + 1e-12)).all()
