@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from lemmacheck.claims import load_claims
-from lemmacheck.report.data import label_key
+from lemmacheck.report.data import label_key, latest_finished
 from lemmacheck.runner import evaluate
 from lemmacheck.store import Store
 from lemmacheck.verdicts import ClaimResult
@@ -41,7 +41,9 @@ def cell(res: ClaimResult | None) -> str:
 
 def results(db: str, paper: str) -> dict[str, ClaimResult]:
     store = Store(db, readonly=True)
-    run_id = store.latest_run()
+    run_id = latest_finished(store)  # an interrupted later run must not hide the finished one
+    if run_id is None:
+        raise SystemExit(f"{db}: no finished run")
     have = set(store.claim_ids(run_id))
     claims = [c for c in load_claims([Path("claims") / paper])[0] if c.id in have]
     return {r.claim.id: r for r in evaluate(store, run_id, claims)}
