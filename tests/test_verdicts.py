@@ -379,3 +379,37 @@ def test_a_trajectory_that_never_reaches_its_target_is_counted_not_dropped():
     stated = run(_claim(NORM_CLAIM.replace('requires    = "m >= 32"', 'requires    = "m >= 32"\nargs = { budget_stated = true }')))
     assert stated.verdict == "violated" and stated.violations == 60  # the statement promised arrival
     assert run(c).to_json()["not_reached"] == 60
+
+
+TOWARD_ZERO = (NORM_CLAIM.replace('relation    = "<="', 'relation    = ">="')
+               .replace('bound       = "B"', 'bound       = "C * delta"\nconstants = ["C"]')
+               .replace("delta = { value = 0.1 }", "delta = { values = [0.02, 0.05, 0.1, 0.2] }"))
+
+
+@pytest.mark.parametrize("limits, power, expected", [
+    ("", 2.2, "holds"),  # fitted toward infinity, delta^2.2 >= C delta looks fine: the wrong direction
+    ('limits = { delta = "0" }', 2.2, "violated"),  # toward 0, the implied constant delta^1.2 vanishes
+    ('limits = { delta = "0" }', 1.0, "holds"),  # exactly the claimed order
+])
+def test_a_parameter_whose_regime_is_toward_zero_is_fitted_in_that_direction(limits, power, expected):
+    """A lower bound Omega(delta) as delta -> 0 met by delta^2.2 must not read holds (allenzhu2018 Theorem 3)."""
+    c = _claim(TOWARD_ZERO.replace("[check]", "[check]\n" + limits))
+    rng = np.random.default_rng(1)
+    cfgs, samples = [], []
+    for j, delta in enumerate([0.02, 0.05, 0.1, 0.2]):
+        vals = delta ** power * np.exp(0.05 * rng.standard_normal(800))  # 445 resolve the 0.02 tail
+        cfgs.append(_cfg(c, vals, {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": delta}, index=j))
+        samples.append(vals)
+    res = claim_result(c, cfgs, samples)
+    assert res.verdict == expected
+    if limits:
+        assert res.scaling["toward_zero"] == ["delta"]
+        assert res.scaling["fitted_exponents"]["delta"] == pytest.approx(-power, abs=0.1)  # exponent in 1/delta
+
+
+def test_limits_must_name_a_parameter_and_a_limit():
+    from lemmacheck.errors import ClaimError
+    with pytest.raises(ClaimError, match="check.limits.eps"):
+        _claim(TOWARD_ZERO.replace("[check]", '[check]\nlimits = { eps = "0" }'))
+    with pytest.raises(ClaimError, match="check.limits.delta"):
+        _claim(TOWARD_ZERO.replace("[check]", '[check]\nlimits = { delta = "zero" }'))

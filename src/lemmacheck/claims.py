@@ -38,7 +38,7 @@ _TOP_FIELDS = {
 }
 _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
-    "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic",
+    "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic", "limits",
 }
 _PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt"}
 
@@ -93,6 +93,9 @@ class Check:
     tolerance: float
     dtype: str
     statistic: str
+    # Scaling claims: parameters whose asymptotic regime is toward 0 (delta, eps, tau), fitted in log(1/x) so that
+    # "the implied constant must not grow" looks in the direction the statement is about (default: toward infinity).
+    limits: dict[str, str] = field(default_factory=dict)
 
     def hidden_constants_at(self) -> str:
         """"C = 1, Cu = 1": the values at which a scaling claim's bound is drawn and its slack computed."""
@@ -368,6 +371,15 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     trivial = _expr(check_raw["trivial"], set(params), path, "check.trivial") if "trivial" in check_raw else None
     whp_delta = float(check_raw.get("whp_delta", 0.1))
     tolerance = float(check_raw.get("tolerance", 0.1))
+    limits = check_raw.get("limits", {})
+    if not isinstance(limits, dict):
+        raise ClaimError(path, "check.limits", "expected a table", '`limits = { delta = "0" }`')
+    for k, v in limits.items():
+        if k not in params:
+            raise ClaimError(path, f"check.limits.{k}", f"'{k}' is not a declared parameter", f"one of {sorted(params)}")
+        if v not in ("0", "inf"):
+            raise ClaimError(path, f"check.limits.{k}", f"{v!r} is not a limit",
+                             '"0" (the statement is about the parameter going to 0) or "inf"')
     dtype = check_raw.get("dtype", "float64")
     if dtype not in ("float64", "float32"):
         raise ClaimError(path, "check.dtype", f"'{dtype}' unsupported", "float64 or float32")
@@ -422,7 +434,8 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
             elif isinstance(spec[k], tuple) and v not in spec[k]:
                 raise ClaimError(path, f"inputs.{k}", f"{v!r} is not one of {list(spec[k])}")
     check = Check(qname, relation, bound, str(prob), prob_expr, requires, tuple(constants), regime_constants,
-                  search, args, trivial, whp_delta, tolerance, dtype, statistic)
+                  search, args, trivial, whp_delta, tolerance, dtype, statistic,
+                  {k: v for k, v in limits.items() if v == "0"})
     profiles_raw = raw.get("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise ClaimError(path, "profiles", "expected a table with [profiles.quick] and [profiles.full]")

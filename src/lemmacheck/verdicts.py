@@ -340,7 +340,10 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
                    reason=f"a worst-case statistic needs at least {need} draws per configuration to bound even the "
                           f"median of Ĉ at {1 - SCALING_ALPHA:g} (has {n_min})")
         return out
-    log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float))
+    # A parameter whose regime is toward 0 is fitted in log(1/x): slopes, intervals and the still-growing test
+    # then all look the way the statement does (a lower bound Omega(delta) met by delta^2 shows as decay in 1/delta).
+    sign = np.array([-1.0 if k in chk.limits else 1.0 for k in names])
+    log_x = np.log(np.array([[r[k] for k in names] for r in rows], dtype=float)) * sign
     try:
         qfit, lo, hi = fit_quantile_scaling(names, log_x, resp, levels, SCALING_ALPHA)
         if how == "mean":
@@ -351,13 +354,15 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         out.update(verdict="inconclusive", reason=f"scaling fit impossible: {exc}")
         return out
     mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in names}
-    claimed = {k: shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid}) for k in names}
+    claimed = {k: sg * shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid})
+               for k, sg in zip(names, sign)}
     verdict = scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance)
     out.update(
         fitted=True,
         interval_level=1 - SCALING_ALPHA,
         interval="bootstrap (mean)" if how == "mean" else "order-statistic box (exact, Bonferroni)",
         swept=names,
+        toward_zero=[k for k in names if k in chk.limits],  # slopes of these are in log(1/k)
         implied_constant_slopes={k: float(s) for k, s in zip(names, fit.slopes)},
         slope_ci={k: [float(a), float(b)] for k, a, b in zip(names, fit.ci_low, fit.ci_high)},
         claimed_exponents=claimed,
