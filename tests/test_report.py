@@ -569,3 +569,9 @@ def test_findings_written_in_plain_text_get_math_typography(text, html):
     from lemmacheck.report.pages import rich_text
 
     assert rich_text(text) == f"<p>{html}</p>"
+
+
+def test_a_log_domain_spanning_float64_does_not_overflow():
+    from lemmacheck.report.svg import domain
+    lo, hi = domain([1e-300, 1.0, 1e305], log=True)  # slacks of a bound far above its estimate
+    assert 0 < lo <= 1e-300 and 1e305 <= hi < float("inf")

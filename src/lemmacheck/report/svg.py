@@ -105,7 +105,8 @@ def domain(values: Sequence[float], log: bool, pad: float = 0.06) -> tuple[float
         if b - a < 1e-9:
             a, b = a - 0.5, b + 0.5
         d = (b - a) * pad
-        return 10 ** (a - d), 10 ** (b + d)
+        # padding a range that already spans most of float64 (slacks near 1e308) must not overflow
+        return 10 ** max(a - d, -307.0), 10 ** min(b + d, 307.0)
     if hi - lo < 1e-12 * max(1.0, abs(hi)):
         span = abs(hi) * 0.1 or 1.0
         return lo - span, hi + span
