@@ -187,6 +187,17 @@ def _check_unknown(raw: Mapping[str, Any], allowed: set[str], path: Path, where:
         raise ClaimError(path, f"{where}{extra[0]}", "unknown field", f"allowed fields: {sorted(allowed)}")
 
 
+def _param_table(raw: dict, name: str, params: dict, path: Path, example: str, where: str = "") -> dict:
+    """A table keyed by declared parameters (`edges_skipped`, `check.limits`): its keys checked, the table returned."""
+    table = raw.get(name, {})
+    if not isinstance(table, dict):
+        raise ClaimError(path, where + name, "expected a table keyed by parameter names", example)
+    for k in table:
+        if k not in params:
+            raise ClaimError(path, f"{where}{name}.{k}", f"'{k}' is not a declared parameter", f"one of {sorted(params)}")
+    return table
+
+
 def _parse_param(name: str, spec: Any, path: Path) -> Param:
     where = f"params.{name}"
     if not name.isidentifier() or name in ("lambda",):
@@ -300,12 +311,7 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     params = {}
     for name, spec in (raw.get("params") or {}).items():
         params[name] = _parse_param(name, spec, path)
-    skipped = raw.get("edges_skipped", {})
-    if not isinstance(skipped, dict):
-        raise ClaimError(path, "edges_skipped", "expected a table of reasons", '`edges_skipped = { m = "why" }`')
-    for k, v in skipped.items():
-        if k not in params:
-            raise ClaimError(path, f"edges_skipped.{k}", f"'{k}' is not a declared parameter", f"one of {sorted(params)}")
+    for k, v in _param_table(raw, "edges_skipped", params, path, '`edges_skipped = { m = "why" }`').items():
         if not isinstance(v, str) or not v.strip():
             raise ClaimError(path, f"edges_skipped.{k}", "expected the reason the full profile does not reach the "
                              "edges of this parameter, as a non-empty string")
@@ -371,12 +377,8 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     trivial = _expr(check_raw["trivial"], set(params), path, "check.trivial") if "trivial" in check_raw else None
     whp_delta = float(check_raw.get("whp_delta", 0.1))
     tolerance = float(check_raw.get("tolerance", 0.1))
-    limits = check_raw.get("limits", {})
-    if not isinstance(limits, dict):
-        raise ClaimError(path, "check.limits", "expected a table", '`limits = { delta = "0" }`')
+    limits = _param_table(check_raw, "limits", params, path, '`limits = { delta = "0" }`', where="check.")
     for k, v in limits.items():
-        if k not in params:
-            raise ClaimError(path, f"check.limits.{k}", f"'{k}' is not a declared parameter", f"one of {sorted(params)}")
         if v not in ("0", "inf"):
             raise ClaimError(path, f"check.limits.{k}", f"{v!r} is not a limit",
                              '"0" (the statement is about the parameter going to 0) or "inf"')
