@@ -238,6 +238,22 @@ def test_lazy_sampler_has_the_law_of_the_full_network():
     assert bool((lazy[:, :, 0] == 0).all())
 
 
+@pytest.mark.parametrize("m, n, L, tail", [(64, 3, 5, "random"), (16, 4, 7, "zero"), (8, 5, 4, "random"),
+                                           (6, 4, 5, "zero"), (128, 1, 6, "random")])
+def test_block_lazy_sampler_equals_the_one_vector_at_a_time_one(m, n, L, tail):
+    """The block lazy_forward (a step's n vectors projected onto earlier directions as one GEMM) against
+    lazy_forward_sequential (one vector at a time against all of Q): the same draws, the same h, g, y up to
+    rounding, including m < n (L - 1) where directions run out (zero columns) and duplicated sequences (rho = 0)."""
+    g = torch.Generator().manual_seed(3)
+    X = net.rnn_sequences(g, 3, n=n, L=L, dx=4, separation=0.2, tail=tail)
+    if n > 1:
+        X[:, -1] = X[:, 0]  # a repeated sequence: its residual vanishes, a zero column is added
+    a = net.lazy_forward(torch.Generator().manual_seed(9), X, m, d=2)
+    b = net.lazy_forward_sequential(torch.Generator().manual_seed(9), X, m, d=2)
+    for u, v in ((a.h, b.h), (a.g, b.g), (a.y, b.y)):
+        torch.testing.assert_close(u, v, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("tail", list(net.TAILS))
 def test_rnn_sequences_form(tail):
     """§2.1: ||x_{i,ℓ}|| ≤ 1, ||x_{i,1}|| = 1, [x_{i,1}]_{dx} = 1/√2, ||x_{i,1} − x_{j,1}|| ≥ δ."""

@@ -119,14 +119,71 @@ def lazy_forward(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> F
     A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * s
     AX = X @ A.transpose(-1, -2).unsqueeze(1)
     K = n * max(L - 1, 0)  # W is applied to h_{i,ℓ} for ℓ = 1..L-1 only
-    Q = torch.zeros(R, K, m, dtype=dtype)  # rows: the orthonormal directions q_k
-    WQ = torch.zeros(R, K, m, dtype=dtype)  # rows: W q_k
+    Q = torch.empty(R, K, m, dtype=dtype)  # rows: the orthonormal directions q_k (only rows < k are ever read)
+    WQ = torch.empty(R, K, m, dtype=dtype)  # rows: W q_k
+    k = 0
+    h = torch.zeros(R, n, m, dtype=dtype)
+    hs, gs = [h], [torch.zeros_like(h)]
+    for l in range(L):
+        if l == 0:  # h_{i,0} = 0 needs no W
+            Wh = torch.zeros(R, n, m, dtype=dtype)
+        else:
+            # The n vectors of this step in one block: their projections onto the k0 directions of earlier steps
+            # as batched GEMMs (Q read 4 times per step, not 4n), then, one by one, onto this step's new
+            # directions. The same projections and draws as taking the vectors one at a time against all of Q
+            # (lazy_forward_sequential), up to rounding.
+            k0 = k
+            Qo, WQo = Q[:, :k0], WQ[:, :k0]
+            V = h
+            C = V @ Qo.transpose(-1, -2)  # (R, n, k0)
+            Rs = V - C @ Qo
+            C2 = Rs @ Qo.transpose(-1, -2)
+            Rs = Rs - C2 @ Qo
+            C = C + C2
+            Wh = C @ WQo  # (R, n, m)
+            for i in range(n):
+                v = V[:, i]
+                r = Rs[:, i]
+                if i > 0:
+                    Qb, WQb = Q[:, k0:k], WQ[:, k0:k]
+                    c = (Qb @ r.unsqueeze(-1)).squeeze(-1)
+                    r = r - (c.unsqueeze(-2) @ Qb).squeeze(-2)
+                    c2 = (Qb @ r.unsqueeze(-1)).squeeze(-1)
+                    r = r - (c2.unsqueeze(-2) @ Qb).squeeze(-2)
+                    Wh[:, i] += ((c + c2).unsqueeze(-2) @ WQb).squeeze(-2)
+                rho = r.norm(dim=-1, keepdim=True)
+                keep = rho > 1e-12 * v.norm(dim=-1, keepdim=True)
+                rho = torch.where(keep, rho, torch.zeros_like(rho))
+                w = torch.randn(R, m, generator=gen, dtype=dtype) * s
+                Wh[:, i] += rho * w
+                Q[:, k] = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
+                WQ[:, k] = w * keep
+                k += 1
+        g = Wh + AX[:, :, l]
+        h = torch.relu(g)
+        gs.append(g)
+        hs.append(h)
+    B = torch.randn(R, d, m, generator=gen, dtype=dtype) * math.sqrt(1.0 / d)
+    H = torch.stack(hs, dim=2)
+    return Forward(H, torch.stack(gs, dim=2), H @ B.transpose(-1, -2).unsqueeze(1))
+
+
+def lazy_forward_sequential(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> Forward:
+    """lazy_forward one vector at a time against all of Q (the slow path it is tested against): the same draws."""
+    R, n, L, dx = X.shape
+    dtype = X.dtype
+    s = math.sqrt(2.0 / m)
+    A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * s
+    AX = X @ A.transpose(-1, -2).unsqueeze(1)
+    K = n * max(L - 1, 0)
+    Q = torch.zeros(R, K, m, dtype=dtype)
+    WQ = torch.zeros(R, K, m, dtype=dtype)
     k = 0
     h = torch.zeros(R, n, m, dtype=dtype)
     hs, gs = [h], [torch.zeros_like(h)]
     for l in range(L):
         Wh = torch.zeros(R, n, m, dtype=dtype)
-        if l > 0:  # h_{i,0} = 0 needs no W
+        if l > 0:
             for i in range(n):
                 v = h[:, i]
                 Qk, WQk = Q[:, :k], WQ[:, :k]
