@@ -141,7 +141,8 @@ def slack(relation: str, value: np.ndarray, bound: float, dtype: str = "float64"
     The ratio never orders the violations of a sign claim: the worst draw comes from `excess`."""
     value = np.asarray(value, dtype=float)
     upper = relation in ("<=", "<")
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # a ratio beyond float64 (bound far above a tiny value) is +inf: as safe as it can be, not a warning
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if bound == 0:
             good = value < 0 if upper else value > 0
             out = np.where(good, np.inf, np.where(value == 0, 1.0, 0.0))
