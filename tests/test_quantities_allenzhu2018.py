@@ -327,3 +327,10 @@ def test_arbitrary_patterns_dominate_the_plain_products_and_splits_are_bounded()
     assert (obs("rnn-arbitrary-pattern-norm", pa, {"s": "0.5"}, R=4).value >= plain * (1 - 1e-12)).all()
     assert float(obs("rnn-sparse-split", dict(P, tau4=1.0, tau5=1.0), {"source": "random"}).value.min()) >= 0
     assert abs(float(obs("az-toy-mean", {"N": 400}, R=200).value.mean()) - 0.5) < 0.005
+
+
+def test_backward_perturbation_at_horizon_one_has_no_layer_two_adversary():
+    # L = 1 is an edge the lemmas admit: the layer-2 flip adversary does not apply there (it crashed with IndexError)
+    for w in "abcd":
+        v = obs("rnn-backward-perturbation", dict(P, L=1, n=1), {"which": w}, search="adversarial").value
+        assert torch.isfinite(v).all() and (v >= 0).all()

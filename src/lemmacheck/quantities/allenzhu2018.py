@@ -919,6 +919,8 @@ def _segment_rows(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, Wm: torch.T
 def _flip_candidates(W: torch.Tensor, f0: net.Forward, tau: float) -> list[torch.Tensor]:
     """The exact layer-2 flip adversary (catalogue P4) for every sequence i: W' = tau u h~_{i,1}^T / ||h~_{i,1}||."""
     out = []
+    if f0.g.shape[2] <= 2:  # horizon L = 1: there is no layer 2 to flip, the adversary does not apply
+        return out
     for i in range(f0.h.shape[1]):
         h1 = f0.h[:, i, 1]
         hn = h1.norm(dim=-1).clamp_min(1e-300)
