@@ -69,6 +69,26 @@ def test_clip_spectral_matches_svd_projection(shape):
     torch.testing.assert_close(la.clip_spectral(small, tau), small, rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize("shape, clustered", [((2, 64, 64), False), ((2, 64, 64), True), ((2, 50, 20), True),
+                                               ((1, 20, 50), True), ((3, 40, 40), False)])
+def test_clip_spectral_subset_equals_all_eigenpairs_path(shape, clustered):
+    """clip_spectral (only the Gram's eigenpairs above tau², syevr) against clip_spectral_eigh (all eigenpairs)
+    and the SVD projection, including projected-ascent iterates: a cluster of singular values at tau (the
+    clipped directions) plus a rank-one step, and a matrix with some values exactly at tau."""
+    D = _mats(11, *shape)
+    tau = la.spectral_norm_exact_svd(D).median().item() * 0.6
+    if clustered:
+        D = la.clip_spectral_svd(D, tau)  # many singular values exactly at tau
+        g = torch.Generator().manual_seed(5)
+        u = torch.randn(shape[0], shape[1], 1, generator=g, dtype=torch.float64)
+        v = torch.randn(shape[0], 1, shape[2], generator=g, dtype=torch.float64)
+        D = D + 0.3 * tau * u @ v / (u.norm(dim=1, keepdim=True) * v.norm(dim=2, keepdim=True))
+    fast, eigh, svd = la.clip_spectral(D, tau), la.clip_spectral_eigh(D, tau), la.clip_spectral_svd(D, tau)
+    torch.testing.assert_close(fast, eigh, rtol=0, atol=1e-12 * D.abs().max().item())
+    torch.testing.assert_close(fast, svd, rtol=0, atol=1e-12 * D.abs().max().item())
+    assert bool((la.spectral_norm_exact_svd(fast) <= tau * (1 + 1e-12)).all())
+
+
 def test_bidiagonal_norm_equals_svd_of_the_bidiagonal():
     rng = np.random.default_rng(8)
     for k in (1, 2, 7, 60):
