@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import torch
 
+from lemmacheck.linalg import gram
+from lemmacheck.nets import allenzhu2018 as az
 from lemmacheck.nets import du2018 as du
 
 
@@ -171,3 +174,56 @@ def autograd_gradient_descent(net: du.DuNet, Ws: list[torch.Tensor], a: torch.Te
             W = [(w - eta * g).detach() for w, g in zip(Wg, grads)]
         out.append(torch.stack(losses))
     return torch.stack(out)
+
+
+def lazy_forward_sequential(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> az.Forward:
+    """allenzhu2018 lazy_forward one vector at a time against all of Q (the slow path it is tested against): the same draws."""
+    R, n, L, dx = X.shape
+    dtype = X.dtype
+    s = math.sqrt(2.0 / m)
+    A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * s
+    AX = X @ A.transpose(-1, -2).unsqueeze(1)
+    K = n * max(L - 1, 0)
+    Q = torch.zeros(R, K, m, dtype=dtype)
+    WQ = torch.zeros(R, K, m, dtype=dtype)
+    k = 0
+    h = torch.zeros(R, n, m, dtype=dtype)
+    hs, gs = [h], [torch.zeros_like(h)]
+    for l in range(L):
+        Wh = torch.zeros(R, n, m, dtype=dtype)
+        if l > 0:
+            for i in range(n):
+                v = h[:, i]
+                Qk, WQk = Q[:, :k], WQ[:, :k]
+                c = (Qk @ v.unsqueeze(-1)).squeeze(-1)
+                r = v - (c.unsqueeze(-2) @ Qk).squeeze(-2)
+                c2 = (Qk @ r.unsqueeze(-1)).squeeze(-1)
+                r = r - (c2.unsqueeze(-2) @ Qk).squeeze(-2)
+                c = c + c2
+                rho = r.norm(dim=-1, keepdim=True)
+                keep = rho > 1e-12 * v.norm(dim=-1, keepdim=True)
+                rho = torch.where(keep, rho, torch.zeros_like(rho))
+                w = torch.randn(R, m, generator=gen, dtype=dtype) * s
+                Wh[:, i] = (c.unsqueeze(-2) @ WQk).squeeze(-2) + rho * w
+                Q[:, k] = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
+                WQ[:, k] = w * keep
+                k += 1
+        g = Wh + AX[:, :, l]
+        h = torch.relu(g)
+        gs.append(g)
+        hs.append(h)
+    B = torch.randn(R, d, m, generator=gen, dtype=dtype) * math.sqrt(1.0 / d)
+    H = torch.stack(hs, dim=2)
+    return az.Forward(H, torch.stack(gs, dim=2), H @ B.transpose(-1, -2).unsqueeze(1))
+
+
+def clip_spectral_eigh(D: torch.Tensor, tau: float) -> torch.Tensor:
+    """`linalg.clip_spectral` from all eigenpairs of the Gram (its previous fast path; the oracle it is tested against)."""
+    wide = D.shape[-1] > D.shape[-2]
+    A = D.transpose(-1, -2) if wide else D
+    evals, V = torch.linalg.eigh(gram(A))
+    s = evals.clamp_min(0).sqrt()
+    f = torch.where(s > tau, tau / s.clamp_min(1e-300), torch.ones_like(s)) - 1
+    A64 = A.to(torch.float64)
+    out = (A64 + (A64 @ (V * f.unsqueeze(-2))) @ V.transpose(-1, -2)).to(D.dtype)
+    return out.transpose(-1, -2) if wide else out

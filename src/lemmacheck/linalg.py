@@ -196,8 +196,8 @@ def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
 
     Only the eigenpairs above tau^2 enter the correction (f = 0 elsewhere), so they alone are computed (LAPACK
     syevr, `subset_by_value`: the tridiagonal reduction plus k eigenvectors instead of all), and the correction is
-    two m x m x k products; in projected ascent k is the few clipped directions. `clip_spectral_eigh` is the
-    all-eigenpairs path it is tested against."""
+    two m x m x k products; in projected ascent k is the few clipped directions. The all-eigenpairs path it is tested against
+    is tests/references.py: clip_spectral_eigh."""
     wide = D.shape[-1] > D.shape[-2]
     A = D.transpose(-1, -2) if wide else D
     G = gram(A)
@@ -216,18 +216,6 @@ def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
         V = torch.from_numpy(V)
         outs.append(Ai + (Ai @ (V * f)) @ V.T)
     out = torch.stack(outs).reshape(A64.shape).to(D.dtype)
-    return out.transpose(-1, -2) if wide else out
-
-
-def clip_spectral_eigh(D: torch.Tensor, tau: float) -> torch.Tensor:
-    """`clip_spectral` from all eigenpairs of the Gram (the previous fast path; a reference for tests)."""
-    wide = D.shape[-1] > D.shape[-2]
-    A = D.transpose(-1, -2) if wide else D
-    evals, V = torch.linalg.eigh(gram(A))
-    s = evals.clamp_min(0).sqrt()
-    f = torch.where(s > tau, tau / s.clamp_min(1e-300), torch.ones_like(s)) - 1
-    A64 = A.to(torch.float64)
-    out = (A64 + (A64 @ (V * f.unsqueeze(-2))) @ V.transpose(-1, -2)).to(D.dtype)
     return out.transpose(-1, -2) if wide else out
 
 

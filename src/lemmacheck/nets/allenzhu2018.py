@@ -131,7 +131,7 @@ def lazy_forward(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> F
             # The n vectors of this step in one block: their projections onto the k0 directions of earlier steps
             # as batched GEMMs (Q read 4 times per step, not 4n), then, one by one, onto this step's new
             # directions. The same projections and draws as taking the vectors one at a time against all of Q
-            # (lazy_forward_sequential), up to rounding.
+            # (tests/references.py: lazy_forward_sequential), up to rounding.
             k0 = k
             Qo, WQo = Q[:, :k0], WQ[:, :k0]
             V = h
@@ -156,47 +156,6 @@ def lazy_forward(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> F
                 rho = torch.where(keep, rho, torch.zeros_like(rho))
                 w = torch.randn(R, m, generator=gen, dtype=dtype) * s
                 Wh[:, i] += rho * w
-                Q[:, k] = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
-                WQ[:, k] = w * keep
-                k += 1
-        g = Wh + AX[:, :, l]
-        h = torch.relu(g)
-        gs.append(g)
-        hs.append(h)
-    B = torch.randn(R, d, m, generator=gen, dtype=dtype) * math.sqrt(1.0 / d)
-    H = torch.stack(hs, dim=2)
-    return Forward(H, torch.stack(gs, dim=2), H @ B.transpose(-1, -2).unsqueeze(1))
-
-
-def lazy_forward_sequential(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> Forward:
-    """lazy_forward one vector at a time against all of Q (the slow path it is tested against): the same draws."""
-    R, n, L, dx = X.shape
-    dtype = X.dtype
-    s = math.sqrt(2.0 / m)
-    A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * s
-    AX = X @ A.transpose(-1, -2).unsqueeze(1)
-    K = n * max(L - 1, 0)
-    Q = torch.zeros(R, K, m, dtype=dtype)
-    WQ = torch.zeros(R, K, m, dtype=dtype)
-    k = 0
-    h = torch.zeros(R, n, m, dtype=dtype)
-    hs, gs = [h], [torch.zeros_like(h)]
-    for l in range(L):
-        Wh = torch.zeros(R, n, m, dtype=dtype)
-        if l > 0:
-            for i in range(n):
-                v = h[:, i]
-                Qk, WQk = Q[:, :k], WQ[:, :k]
-                c = (Qk @ v.unsqueeze(-1)).squeeze(-1)
-                r = v - (c.unsqueeze(-2) @ Qk).squeeze(-2)
-                c2 = (Qk @ r.unsqueeze(-1)).squeeze(-1)
-                r = r - (c2.unsqueeze(-2) @ Qk).squeeze(-2)
-                c = c + c2
-                rho = r.norm(dim=-1, keepdim=True)
-                keep = rho > 1e-12 * v.norm(dim=-1, keepdim=True)
-                rho = torch.where(keep, rho, torch.zeros_like(rho))
-                w = torch.randn(R, m, generator=gen, dtype=dtype) * s
-                Wh[:, i] = (c.unsqueeze(-2) @ WQk).squeeze(-2) + rho * w
                 Q[:, k] = torch.where(keep, r / rho.clamp_min(1e-300), torch.zeros_like(r))
                 WQ[:, k] = w * keep
                 k += 1
