@@ -30,8 +30,10 @@ def test_violated_claim_fails_with_bound_estimate_slack_interval_search_and_repr
         "*toy/lemma-1/norm (toy, Lemma 1): verdict 'violated', expected 'holds'*",
         "*checked: max-layer-output-norm <= B; with probability >= 1 - delta; search: none*",
         "*bound 0.5, estimate max *slack min *",
-        "*violations 100/100, violation-rate interval [[]*] vs delta 0.1*",
-        "*reproduce: lemmacheck repro toy/lemma-1/norm --params*--seed * --replicates 100 --shard-size 10",
+        "*violations 10/10, violation-rate interval [[]*] vs delta 0.1*",
+        # early stop (the default): one shard of 10 all violating settles it; repro replays the draws it used
+        "*stopped early: 10 of 100 planned draws decided it (anytime-valid confidence sequence)",
+        "*reproduce: lemmacheck repro toy/lemma-1/norm --params*--seed * --replicates 10 --shard-size 10",
     ])
 
 

@@ -25,7 +25,9 @@ LINE = re.compile(r"^run: (\d+)/(\d+) shards \((\d+)%\), claims (\d+)/(\d+) fini
 
 def test_plain_lines_count_shards_claims_and_violations(claims_dir):
     # B = 0.5 in the second configuration: every draw of it violates (layer norms are about 1)
-    (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace("{ m = 64, L = 2, B = 100.0 }", "{ m = 64, L = 2, B = 0.5 }"))
+    # early_stop = false: the lines count every planned shard (early stop would end the violated one after a shard)
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace("{ m = 64, L = 2, B = 100.0 }", "{ m = 64, L = 2, B = 0.5 }")
+                                          .replace("[profiles.quick]\n", "[profiles.quick]\nearly_stop = false\n"))
     claims, _ = load_claims([claims_dir])
     out = io.StringIO()
     prog = RunProgress(claims, mode="lines", stream=out, interval=0)

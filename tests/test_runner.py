@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from conftest import NORM_CLAIM
-from lemmacheck.claims import load_claims
+from lemmacheck.claims import load_claim, load_claims
 from lemmacheck.cli import main
 from lemmacheck.errors import ClaimError, LemmacheckError
 from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
+from lemmacheck.stats import DEFAULT_ALPHA
 from lemmacheck.store import Store
 from lemmacheck.summary import run_json
 
@@ -54,6 +55,7 @@ bound = "q"
 probability = "1 - q"
 args = { sleep = 0.02 }
 [profiles.quick]
+early_stop = false
 replicates = 200
 shard_size = 5
 grid = { q = [0.9, 0.99, 0.999] }
@@ -240,7 +242,7 @@ def test_update_reruns_changed_claims_only_and_tracks_added_and_deleted_files(tm
     assert store.claim_ids(run_id) == ["toy/lemma-2/norm", "toy/lemma-3/norm"] and not shard_rows("toy/lemma-1/norm")
 
 
-EARLY = SLOW_CLAIM.replace("args = { sleep = 0.02 }", "args = { sleep = 0.0 }") \
+EARLY = SLOW_CLAIM.replace("args = { sleep = 0.02 }", "args = { sleep = 0.0 }").replace("early_stop = false\n", "") \
                   .replace("replicates = 200\nshard_size = 5", "replicates = 4000\nshard_size = 100\nearly_stop = true") \
                   .replace('probability = "1 - q"', 'probability = "1 - delta"') \
                   .replace("q = { values = [0.9, 0.99, 0.999] }", "q = { values = [0.9, 0.5] }\ndelta = { values = [0.1, 0.3] }") \
@@ -256,11 +258,32 @@ def test_early_stopping_decides_with_an_anytime_valid_interval(tmp_path):
     (d / "uniform.toml").write_text(EARLY)
     a = _run([d], tmp_path / "a.db")
     cfgs = {(c["params"]["q"], c["params"]["delta"]): c for c in a["claims"][0]["configs"]}
-    assert all(c["interval"] == "confidence-sequence" for c in cfgs.values())
+    assert all(c["sequential"] and c["planned"] == 4000 for c in cfgs.values())
     holds, violated, at_delta = cfgs[(0.9, 0.3)], cfgs[(0.5, 0.1)], cfgs[(0.9, 0.1)]
     assert holds["verdict"] == "holds" and holds["drawn"] < 4000       # rate 0.1 vs delta 0.3: stops early
     assert violated["verdict"] == "violated" and violated["drawn"] <= 200  # rate 0.5 vs 0.1: stops at once
     assert violated["violation_ci"][0] > 0.1
+    assert holds["interval"] == violated["interval"] == "confidence-sequence"  # decided early: anytime-valid
     assert at_delta["drawn"] == 4000                                   # rate = delta: never decided
+    # spent its budget: the fixed-size interval at the full size, as a run without early stop reads it
+    assert at_delta["interval"] == "clopper-pearson"
+    draws = a["claims"][0]["draws"]
+    assert draws["planned"] == 4 * 4000 and draws["drawn"] == sum(c["drawn"] for c in cfgs.values()) < 4 * 4000
+    assert draws["stopped_early"] >= 2 and draws["early_stop_configs"] == 4
+    # each early-stopping configuration is charged for both looks (sequence, alpha; full-size interval, alpha/2)
+    assert a["claims"][0]["false_violation_bound"] == pytest.approx(4 * 1.5 * DEFAULT_ALPHA)
     b = _run([d], tmp_path / "b.db", workers=2)
     assert _stable(a) == _stable(b)
+
+
+def test_early_stop_is_the_default_for_probabilistic_claims_and_a_claim_may_opt_out(tmp_path):
+    d = tmp_path / "claims" / "slow"
+    d.mkdir(parents=True)
+    f = d / "uniform.toml"
+    f.write_text(EARLY.replace("early_stop = true\n", ""))
+    assert all(p.early_stop for p in plan(load_claim(f), "quick", 0))
+    f.write_text(EARLY.replace("early_stop = true", "early_stop = false"))
+    assert not any(p.early_stop for p in plan(load_claim(f), "quick", 0))
+    # a deterministic claim never stops early: one counterexample decides it, so every draw is wanted
+    f.write_text(EARLY.replace("early_stop = true\n", "").replace('probability = "1 - delta"', 'probability = "always"'))
+    assert not any(p.early_stop for p in plan(load_claim(f), "quick", 0))

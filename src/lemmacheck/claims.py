@@ -72,7 +72,7 @@ class Profile:
     replicates: int
     shard_size: int
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
-    early_stop: bool = False  # stop a configuration once its anytime-valid interval excludes delta
+    early_stop: bool = True  # probabilistic claims: stop a configuration once its anytime-valid interval excludes delta
     hunt: int = 0  # examples of a bounded hunt (data, labels, parameters) whose worst case joins the configurations
 
 
@@ -272,7 +272,12 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     for k, v in (("replicates", reps), ("shard_size", shard), ("explore", explore), ("hunt", hunt)):
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("explore", "hunt") else 1):
             raise ClaimError(path, f"{where}.{k}", f"expected a positive integer, got {v!r}")
-    early = raw.get("early_stop", False)
+    # Early stop is the default (probabilistic claims only; the runner ignores it elsewhere): a configuration's
+    # shards run one at a time until the anytime-valid confidence sequence excludes delta, and a configuration it
+    # never decides spends its replicates and reads the same fixed-size interval as without it, so it only saves
+    # draws (where replicates > shard_size) and never turns a fixed-size verdict inconclusive.
+    # `early_stop = false` keeps every planned draw (a claim whose full sample is wanted, e.g. for its slack).
+    early = raw.get("early_stop", True)
     if not isinstance(early, bool):
         raise ClaimError(path, f"{where}.early_stop", f"expected true or false, got {early!r}")
     return Profile(tuple(configs), reps, shard, explore, early, hunt)

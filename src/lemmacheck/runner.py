@@ -33,10 +33,9 @@ from .claims import Claim, Param, claim_from_snapshot
 from .context import DTYPES, Context
 from .errors import EstimatorError, LemmacheckError
 from .registry import QUANTITIES
-from .stats import DEFAULT_ALPHA, bernoulli_confidence_sequence
 from .store import ShardRecord, Store
 from .store import now as now_utc
-from .verdicts import ClaimResult, claim_result, config_result, violates
+from .verdicts import ClaimResult, claim_result, config_result
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,9 @@ def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
-    early = prof.early_stop and claim.mode == "probabilistic"
+    # early stop needs a second shard to save anything; a one-shard configuration keeps the fixed-size interval
+    # (and is charged alpha/2, not the sequence's alpha as well: false_violation_bound)
+    early = prof.early_stop and claim.mode == "probabilistic" and prof.replicates > prof.shard_size
     return replayed + [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size,
                                   early) for c in cfgs]
 
@@ -302,23 +303,32 @@ def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
 
 
 def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
-    """The next shard of an early-stopping configuration, or None once it is decided or exhausted."""
+    """The next shard of an early-stopping configuration, or None once it is decided or exhausted. "Decided" is
+    the verdict `evaluate` would give from the shards so far with the confidence sequence (holds or violated),
+    so a configuration never stops on a count that the verdict then reads otherwise (misses, NaN, errors)."""
     shards = sorted(store.shards(run_id, claim.id, j), key=lambda r: r.shard_index)
     if len(shards) >= p.n_shards or any(s.error for s in shards):
         return None
     if shards:
-        chk = claim.check
-        assert chk is not None
-        value = np.concatenate([s.value for s in shards])
-        ok = np.concatenate([s.valid for s in shards]) & np.isfinite(value)
-        bound = chk.bound.evaluate(p.params)
-        scale = shard_scale(shards)
-        k = int(violates(chk.relation, value[ok], bound, chk.dtype, None if scale is None else scale[ok]).sum())
-        lo, hi = bernoulli_confidence_sequence(k, int(ok.sum()), DEFAULT_ALPHA)
-        delta = claim.delta(p.params)
-        if lo > delta or hi < delta:
+        cr = _shards_result(claim, j, p.params, p.seed, shards, p.shard_size, p.replicates, True, anytime=True)
+        if cr.verdict in ("holds", "violated"):
             return None
     return _task(claim, j, p, len(shards))
+
+
+def _shards_result(claim: Claim, index: int, params: dict[str, float], seed: int, shards: list[ShardRecord],
+                   shard_size: int, planned: int, sequential: bool, anytime: bool):
+    """One configuration's verdict from its stored shards (in shard order)."""
+    value = np.concatenate([s.value for s in shards])
+    valid = np.concatenate([s.valid for s in shards])
+    shard_of = np.concatenate([np.full(len(s.value), s.shard_index) for s in shards])
+    pos = np.concatenate([np.arange(len(s.value)) for s in shards])
+    errors = [s.error for s in shards if s.error]
+    methods = sorted({s.method for s in shards if s.method})
+    return config_result(claim, index, params, seed, value, valid, shard_of, pos, "; ".join(methods),
+                         float(sum(s.seconds for s in shards)), errors, shard_size=shard_size, anytime=anytime,
+                         dtype=shards[0].dtype, scale=shard_scale(shards), reached=shard_extra(shards, "reached"),
+                         budget=shard_extra(shards, "budget"), planned=planned, sequential=sequential)
 
 
 def _worker_init() -> None:
@@ -520,18 +530,15 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             shards = sorted(store.shards(run_id, claim.id, c["index"]), key=lambda r: r.shard_index)
             if not shards:
                 continue
+            # An early-stopping configuration that stopped before its planned shards was decided by the
+            # anytime-valid sequence; one that spent them all reads the fixed-size interval at the full size.
+            planned_shards = math.ceil(c["replicates"] / c["shard_size"])
+            early = bool(c["early_stop"])
+            cr = _shards_result(claim, c["index"], c["params"], c["seed"], shards, c["shard_size"], c["replicates"],
+                                early, anytime=early and len(shards) < planned_shards)
+            cfgs.append(cr)
             value = np.concatenate([s.value for s in shards])
             valid = np.concatenate([s.valid for s in shards])
-            shard_of = np.concatenate([np.full(len(s.value), s.shard_index) for s in shards])
-            pos = np.concatenate([np.arange(len(s.value)) for s in shards])
-            errors = [s.error for s in shards if s.error]
-            methods = sorted({s.method for s in shards if s.method})
-            cr = config_result(claim, c["index"], c["params"], c["seed"], value, valid, shard_of, pos,
-                               "; ".join(methods), float(sum(s.seconds for s in shards)), errors,
-                               shard_size=c["shard_size"], anytime=c["early_stop"], dtype=shards[0].dtype,
-                               scale=shard_scale(shards), reached=shard_extra(shards, "reached"),
-                               budget=shard_extra(shards, "budget"))
-            cfgs.append(cr)
             samples.append(value[valid & np.isfinite(value)])
         results.append(claim_result(claim, cfgs, samples))
     return results

@@ -50,6 +50,12 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         out["infeasible"] = c.infeasible
     if res.scaling is not None:
         out["scaling"] = res.scaling
+    if res.configs:  # the draws this verdict needed (early stop: fewer than planned where the sequence settled it)
+        seq = [cfg for cfg in res.configs if cfg.sequential]
+        out["draws"] = {"drawn": sum(cfg.drawn for cfg in res.configs),
+                        "planned": sum(cfg.planned or cfg.drawn for cfg in res.configs),
+                        "early_stop_configs": len(seq),
+                        "stopped_early": sum(1 for cfg in seq if cfg.drawn < cfg.planned)}
     missed = sum(cfg.not_reached for cfg in res.configs)
     if missed:  # a trajectory's target not reached within its budget: always shown, never hidden
         drawn = sum(cfg.replicates for cfg in res.configs)
@@ -137,6 +143,9 @@ def failure_text(res: ClaimResult) -> str:
         lines.append(f"    violations {worst.violations}/{worst.replicates}, violation-rate interval "
                      f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                      + (f"; method: {worst.method}" if worst.method else ""))
+        if worst.sequential and worst.drawn < worst.planned:
+            lines.append(f"    stopped early: {worst.drawn} of {worst.planned} planned draws decided it "
+                         "(anytime-valid confidence sequence)")
         if worst.not_reached:
             lines.append(f"    not reached within {worst.budget} steps: {worst.not_reached}/{worst.replicates} draws")
         if chk is not None and chk.constants:

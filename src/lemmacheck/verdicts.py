@@ -73,6 +73,8 @@ class ConfigResult:
     nonpositive: int = 0  # scaling lower bound: draws <= 0, violations for every hidden constant
     not_reached: int = 0  # trajectory draws that did not reach their target within `budget` steps
     budget: int | None = None
+    planned: int = 0  # replicates the profile allows this configuration (drawn < planned: it stopped early)
+    sequential: bool = False  # drawn shard by shard until decided (early stop); see false_violation_bound
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -165,9 +167,13 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
                   valid: np.ndarray, shard_of: np.ndarray, pos_in_shard: np.ndarray, method: str, seconds: float,
                   errors: list[str], alpha: float = DEFAULT_ALPHA, shard_size: int = 0,
                   anytime: bool = False, dtype: str | None = None, scale: np.ndarray | None = None,
-                  reached: np.ndarray | None = None, budget: np.ndarray | None = None) -> ConfigResult:
+                  reached: np.ndarray | None = None, budget: np.ndarray | None = None, planned: int = 0,
+                  sequential: bool = False) -> ConfigResult:
     """`anytime`: replicates were drawn until a decision (optional stopping), so the interval must be the
     anytime-valid confidence sequence; a fixed-size Clopper-Pearson interval would be too narrow.
+    `sequential` (early stop): the configuration was drawn shard by shard until the confidence sequence decided
+    (then `anytime`) or until its `planned` replicates were spent (then Clopper-Pearson at the full size: the
+    verdict a fixed-size run gives); false_violation_bound charges such a configuration for both looks.
     `dtype` (default: the claim's) and `scale` (the estimator's extras["scale"], per replicate) set the
     rounding tolerance of the comparison (comparison_tolerance).
     `reached` / `budget` (a trajectory's extras: target reached (1/0), step budget): a draw that did not reach
@@ -252,7 +258,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
         int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
-        "confidence-sequence" if anytime else "clopper-pearson", nonpositive, not_reached, steps)
+        "confidence-sequence" if anytime else "clopper-pearson", nonpositive, not_reached, steps,
+        planned or len(value), bool(sequential))
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
@@ -476,7 +483,9 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
 def false_violation_bound(res: ClaimResult) -> float:
     """An upper bound on the chance that this claim reads "violated" while true, from its in-regime tests:
     α/2 per probabilistic configuration (one side of the two-sided Clopper–Pearson interval; α for the
-    anytime-valid sequence, which is not split evenly), SCALING_ALPHA/2 per scaling fit (the lower ends of its
+    anytime-valid sequence, which is not split evenly; 3α/2 for an early-stopping configuration, whichever way it
+    ended: its verdict is wrong only if the sequence ever excluded the true rate (α) or the full-size interval did
+    (α/2), a union bound), SCALING_ALPHA/2 per scaling fit (the lower ends of its
     simultaneous interval box) plus α/2 per configuration whose non-positive draws are tested against δ.
     Comparisons of deterministic claims are exact up to rounding: 0. A mean-log fit's bootstrap is
     approximate: its SCALING_ALPHA/2 is nominal."""
@@ -485,7 +494,8 @@ def false_violation_bound(res: ClaimResult) -> float:
     inside = [c for c in res.configs if c.in_regime] or res.configs
     total = 0.0
     if res.claim.mode == "probabilistic":
-        total += sum(DEFAULT_ALPHA if c.interval == "confidence-sequence" else DEFAULT_ALPHA / 2 for c in inside)
+        total += sum(1.5 * DEFAULT_ALPHA if c.sequential else DEFAULT_ALPHA if c.interval == "confidence-sequence"
+                     else DEFAULT_ALPHA / 2 for c in inside)
     elif res.claim.mode == "scaling":
         total += SCALING_ALPHA / 2 if res.scaling and res.scaling.get("fitted") else 0.0
         total += sum(DEFAULT_ALPHA / 2 for c in inside if c.delta > 0)

@@ -38,7 +38,7 @@ from .data import (
 GENERATOR_TAG = b'<meta name="generator" content="lemmacheck-report">'
 
 CSV_FIELDS = ["claim_id", "paper", "result", "claim_verdict", "config_index", "params", "in_regime", "verdict",
-              "seed", "replicates", "drawn", "violations", "violation_ci_low", "violation_ci_high", "delta",
+              "seed", "replicates", "drawn", "planned", "violations", "violation_ci_low", "violation_ci_high", "delta",
               "bound", "slack_min", "slack_median", "value_median", "value_max", "vacuous",
               "conditioning_failures", "method", "seconds", "errors"]
 
@@ -72,7 +72,7 @@ def _csv(views: list[ClaimView]) -> str:
             continue
         for c in v.res.configs:
             w.writerow([v.claim_id, v.paper, v.label, v.verdict, c.index, json.dumps(c.params, sort_keys=True),
-                        int(c.in_regime), c.verdict, c.seed, c.replicates, c.drawn, c.violations,
+                        int(c.in_regime), c.verdict, c.seed, c.replicates, c.drawn, c.planned, c.violations,
                         repr(c.violation_ci[0]), repr(c.violation_ci[1]), repr(c.delta), repr(c.bound),
                         _cell(c.slack_min), _cell(c.slack_median), _cell(c.value_median), _cell(c.value_max),
                         int(c.vacuous), c.conditioning_failures, c.method, repr(c.seconds), " | ".join(c.errors)])

@@ -130,6 +130,13 @@ def _interval(c) -> str:
     return f"[{S.fmt(c.violation_ci[0], 2)}, {S.fmt(c.violation_ci[1], 2)}]"
 
 
+def _draws(c) -> str:
+    """How many draws a configuration's verdict needed: "120 of 400 (stopped early: anytime-valid interval)"."""
+    if c.sequential and c.drawn < c.planned:
+        return f"{c.drawn:,} of {c.planned:,} (stopped early: anytime-valid interval)"
+    return f"{c.drawn:,}" + (" (early stop on, never decided: all drawn)" if c.sequential else "")
+
+
 def _num_attr(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
@@ -537,6 +544,7 @@ def _worst_section(view: ClaimView) -> str:
                             f"replicate {esc(worst.get('replicate'))})")),
         ("slack", f"min {esc(S.fmt(w.slack_min, 5))}, median {esc(S.fmt(w.slack_median, 5))}"),
         ("violations", f"{w.violations} of {w.replicates} (interval {_interval(w)}, δ = {esc(S.fmt(w.delta))})"),
+        ("draws", esc(_draws(w))),
         ("estimate", f"median {esc(S.fmt(w.value_median, 6))}, max {esc(S.fmt(w.value_max, 6))}"),
         ("method", esc(w.method or "–")),
         ("seed", esc(w.seed)),
@@ -548,6 +556,19 @@ def _worst_section(view: ClaimView) -> str:
             + '<div><table><thead><tr><th>parameter</th><th class="num">value</th></tr></thead><tbody>'
             + _params_table(w.params) + "</tbody></table></div></div>"
             + (f'<h3>Reproduce</h3><pre><code>{esc(repro)}</code></pre>' if repro else "") + "</div>")
+
+
+def _replicates_fact(configs) -> str:
+    """Draws the verdict needed: drawn, and with early stop the planned budget and how many configurations the
+    confidence sequence settled before it."""
+    drawn = sum(c.drawn for c in configs)
+    seq = [c for c in configs if c.sequential]
+    if not seq:
+        return f"{drawn:,}"
+    planned = sum(c.planned if c.sequential else c.drawn for c in configs)
+    early = sum(1 for c in seq if c.drawn < c.planned)
+    return (f"{drawn:,} of {planned:,} planned (early stop: {early} of {len(seq)} configurations settled "
+            "before their budget)")
 
 
 def _configs_table(view: ClaimView) -> str:
@@ -571,6 +592,8 @@ def _configs_table(view: ClaimView) -> str:
             f'<td class="num" data-v="{_num_attr(c.slack_min)}">{esc(S.fmt(c.slack_min))}</td>'
             f'<td class="num" data-v="{_num_attr(c.slack_median)}">{esc(S.fmt(c.slack_median))}</td>'
             f'<td class="num" data-v="{c.violations}">{c.violations}/{c.replicates}</td>'
+            f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c))}">{c.drawn:,}'
+            f'{"*" if c.sequential and c.drawn < c.planned else ""}</td>'
             f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c)}</td>'
             f'<td class="num" data-v="{_num_attr(c.delta)}">{esc(S.fmt(c.delta))}</td>'
             f'<td class="num" data-v="{_num_attr(c.bound)}">{esc(S.fmt(c.bound, 5))}</td>'
@@ -584,7 +607,9 @@ def _configs_table(view: ClaimView) -> str:
     return ('<h2>All configurations</h2>' + note + '<div class="tablewrap"><table class="sortable configs"><thead><tr>'
             f'<th class="num" data-type="num">#</th>{head}<th data-type="num">in regime</th><th>verdict</th>'
             '<th class="num" data-type="num">slack min</th><th class="num" data-type="num">slack median</th>'
-            '<th class="num" data-type="num">violations</th><th class="num" data-type="num">interval</th>'
+            '<th class="num" data-type="num">violations</th>'
+            '<th class="num" data-type="num" title="draws the verdict needed; * stopped early by the anytime-valid '
+            'confidence sequence">draws</th><th class="num" data-type="num">interval</th>'
             '<th class="num" data-type="num">δ</th><th class="num" data-type="num">bound</th>'
             '<th class="num" data-type="num">median estimate</th><th class="num" data-type="num">time</th>'
             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
@@ -679,7 +704,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
                                            f"vs δ = {esc(S.fmt(w.delta))}"))]
         if claim.check is not None:
             facts += [("configurations", f"{len(res.configs)} ({n_in} in the stated regime)"),
-                      ("replicates", f"{sum(c.drawn for c in res.configs):,}"),
+                      ("replicates", _replicates_fact(res.configs)),
                       ("search", esc(claim.check.search)),
                       ("dtype", esc(claim.check.dtype)),
                       ("time", fmt_seconds(view.seconds))]
