@@ -116,3 +116,36 @@ def test_worker_processes_run_one_blas_thread():
         assert ex.submit(os.getenv, "OMP_NUM_THREADS").result() == "1"
     finally:
         ex.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["fc", "resnet"])
+@pytest.mark.parametrize("track", [(True, True, True), (False, False, False), (False, True, False),
+                                   (True, False, True)])
+def test_du2018_column_gd_equals_the_general_path(kind, track):
+    """du2018's one-pixel GD (features as columns; without per-step terms the backward carries −η r) follows the
+    general path's trajectory and records the same quantities, whatever is tracked; untracked ones stay NaN/empty.
+    Teeth: a step size off by 1e-6 moves the losses beyond the tolerance."""
+    from lemmacheck import kernels
+    from lemmacheck.nets import du2018 as du
+
+    g = torch.Generator().manual_seed(9)
+    R, n, d, m, H, T = 3, 5, 7, 24, 3, 8
+    X = du.as_images(torch.nn.functional.normalize(torch.randn(R, n, d, generator=g, dtype=torch.float64), dim=-1))
+    y = torch.randn(R, n, generator=g, dtype=torch.float64)
+    dn = du.make_net(kind, X, m=m, H=H, act=kernels.get_activation("softplus"))
+    Ws, a = du.init(torch.Generator().manual_seed(10), R, dn, X.shape[2])
+    eta = torch.tensor([0.05, 0.1, 0.02], dtype=torch.float64)
+    terms, gram, move = track
+    kw = {"track_terms": terms, "track_gram": gram, "track_movement": move}
+    fast = du.gradient_descent(dn, Ws, a, X, y, eta, T, **kw)
+    slow = du.gradient_descent(dn, Ws, a, X, y, eta, T, columns=False, **kw)
+    for f in ("loss", "movement", "step", "grad_norm", "residual_norm", "du", "i1", "lam_min_gram_last"):
+        got, ref = getattr(fast, f), getattr(slow, f)
+        assert got.shape == ref.shape, f
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-13, equal_nan=True, msg=f)
+    for w, w_ref in zip(fast.weights, slow.weights):
+        torch.testing.assert_close(w, w_ref, rtol=1e-10, atol=1e-12)
+    assert bool(fast.movement.isnan().all()) != move and bool(fast.grad_norm.isnan().all()) != terms
+    assert (fast.i1.shape[1] == T) == terms and bool(fast.lam_min_gram_last.isnan().all()) != gram
+    off = du.gradient_descent(dn, Ws, a, X, y, eta * (1 + 1e-6), T, **kw)
+    assert not torch.allclose(off.loss, slow.loss, rtol=1e-10, atol=1e-13)

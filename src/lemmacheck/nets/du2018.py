@@ -373,12 +373,15 @@ class Trajectory:
 
 def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
                      eta: torch.Tensor | float, steps: int, track_gram: bool = True,
-                     track_movement: bool = True) -> Trajectory:
+                     track_movement: bool = True, track_terms: bool = True,
+                     columns: bool | None = None) -> Trajectory:
     """Full-batch GD on L = ½‖y − u‖² with constant step η (per replicate: (R,) tensor or float), a fixed.
 
     Records what Theorems 3.1/4.1/5.1, Condition 6.1, eq. (7) and Lemmas A.5–A.7 talk about. I_2(k) is
     du − i1 (eq. 7: u(k+1) − u(k) = I_1(k) + I_2(k)). `track_movement=False` leaves `movement` NaN and
-    saves a pass over W(k) and W(0) per layer and step.
+    saves a pass over W(k) and W(0) per layer and step; `track_terms=False` leaves grad_norm, step, du and i1
+    empty/NaN (no Grams, no gradient norms: what a claim on the losses alone needs, e.g. Theorem 4.1).
+    One-pixel networks (FC, ResNet) take `_gd_columns`; `columns=False` forces the general path (tests).
 
     Why it is fast: the weights dominate memory traffic (R·m² numbers per layer), so each step touches them
     only to multiply (forward, backward) and to update in place. The gradient Σ_i r_i Σ_l δ_{i,:,l} φ_{i,:,l}ᵀ
@@ -388,6 +391,10 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
     R = X.shape[0]
     eta_t = torch.as_tensor(eta, dtype=X.dtype).reshape(-1)
     eta_t = eta_t.expand(R) if eta_t.numel() == 1 else eta_t
+    if columns is None:
+        columns = X.shape[-1] == 1 and net.q == 1
+    if columns:
+        return _gd_columns(net, Ws, a, X, y, eta_t, steps, track_gram, track_movement, track_terms)
     W0 = Ws
     W = [w.clone() for w in Ws]
     losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
@@ -417,15 +424,108 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
             w.baddbmm_(A * -eta_t.reshape(-1, 1, 1), B.transpose(1, 2))
         stepn.append(eta_t[:, None] * norms)
         prev_out = fwd.out
+    return _trajectory(net, X, steps, losses, moves, stepn, gn, rn, dus, i1s, lmins, W, track_gram, track_movement,
+                       track_terms)
+
+
+def _trajectory(net: DuNet, X: torch.Tensor, steps: int, losses, moves, stepn, gn, rn, dus, i1s, lmins, W,
+                track_gram: bool, track_movement: bool, track_terms: bool) -> Trajectory:
+    R, n = X.shape[0], X.shape[1]
+    if not track_terms:  # the general path computes them anyway; it returns what the fast one does
+        stepn, dus, i1s = [], [], []
     nan = torch.full((R, steps + 1), math.nan, dtype=X.dtype)
-    empty = torch.zeros(R, 0, X.shape[1], dtype=X.dtype)
+    empty = torch.zeros(R, 0, n, dtype=X.dtype)
+    nan_h = torch.full((R, steps + 1, net.H), math.nan, dtype=X.dtype)
     return Trajectory(
         torch.stack(losses, 1),
-        torch.stack(moves, 1) if track_movement else torch.full((R, steps + 1, net.H), math.nan, dtype=X.dtype),
+        torch.stack(moves, 1) if track_movement else nan_h,
         torch.stack(stepn, 1) if stepn else torch.zeros(R, 0, net.H, dtype=X.dtype),
-        torch.stack(gn, 1), torch.stack(rn, 1),
+        torch.stack(gn, 1) if track_terms else nan_h, torch.stack(rn, 1),
         torch.stack(dus, 1) if dus else empty, torch.stack(i1s, 1) if i1s else empty,
         torch.stack(lmins, 1) if track_gram else nan, W)
+
+
+def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
+                eta_t: torch.Tensor, steps: int, track_gram: bool, track_movement: bool,
+                track_terms: bool) -> Trajectory:
+    """`gradient_descent` for one-pixel networks (FC, ResNet): the same iteration with the features kept as columns.
+
+    Layer h's inputs are the n columns of x^{(h−1)} (R, k, n), so every product with the weights is one batched
+    GEMM on the stored tensors, with no permute/reshape copies of the features: z = W x, the backward Wᵀδ as
+    (δᵀW)ᵀ (the faster layout: W read row-major), the update W ← W − η (δ ⊙ r) xᵀ one in-place baddbmm. When no
+    per-step Gram or gradient norm is asked for (track_terms = track_gram = False: a claim on the losses alone,
+    e.g. Theorem 4.1), the backward starts from g^{(H)} = −η (u − y) ⊗ a, so δ^{(h)} IS the update's left factor
+    and no Gram, norm or rescaling is computed. What is left per layer and step is the three passes over W
+    (forward, backward, update) that GD itself needs. Measured and not used: deferring the rank-n updates as
+    factors W_b − U Vᵀ applied every few steps as one wide GEMM (the thin corrections U (Vᵀx), (δᵀU) Vᵀ cost more
+    than the pass they save at m = 512), and float32 (the loss-ratio claims sit within 1e-6 of their bound, below
+    float32's rounding). Equal to the general path to rounding (tests/test_fast_paths.py)."""
+    R, n = X.shape[0], X.shape[1]
+    H = net.H
+    act = net.act
+    W = [w.clone() for w in Ws]
+    W0 = Ws
+    x0 = X[..., 0].transpose(1, 2).contiguous()  # (R, d, n)
+    scales = [net.scale(h) for h in range(1, H + 1)]
+    scales = [s.reshape(-1, 1, 1) if isinstance(s, torch.Tensor) else s for s in scales]
+    a_row = a.unsqueeze(1)  # (R, 1, m)
+    a_col = a.unsqueeze(-1)  # (R, m, 1)
+    neg_eta = -eta_t.reshape(-1, 1, 1)
+    lean = not (track_terms or track_gram)
+    losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
+    prev_out = None
+    for k in range(steps + 1):
+        xs, zs = [x0], []
+        h = x0
+        for l in range(H):
+            z = torch.bmm(W[l], h)  # (R, m, n)
+            branch = act.f(z) * scales[l]
+            h = branch if (l == 0 or not net.residual) else branch + h
+            xs.append(h)
+            zs.append(z)
+        out = torch.bmm(a_row, h).squeeze(1)  # (R, n)
+        res = out - y
+        losses.append(0.5 * (res * res).sum(-1))
+        rn.append(res.norm(dim=-1))
+        if track_movement:
+            moves.append(torch.stack([torch.linalg.vector_norm(w - w0, dim=(1, 2)) for w, w0 in zip(W, W0)], -1))
+        if prev_out is not None and track_terms:
+            dus.append(out - prev_out)
+        last = k == steps
+        if last and lean:
+            break
+        # backward: g^{(H)} = a (per sample), or −η r_i a in the lean path
+        g = a_col * (neg_eta * res.unsqueeze(1)) if lean else a_col.expand(R, a.shape[1], n)
+        deltas: list[torch.Tensor] = [torch.empty(0)] * H
+        for l in range(H - 1, -1, -1):
+            d = act.df(zs[l]) * scales[l] * g
+            deltas[l] = d
+            if l > 0:
+                back = torch.bmm(d.transpose(1, 2), W[l]).transpose(1, 2)
+                g = back + g if net.residual else back
+        if lean:
+            lefts = deltas
+        else:
+            Gs = [(d.transpose(1, 2) @ d) * (x.transpose(1, 2) @ x) for d, x in zip(deltas, xs[:-1])]
+            rc = res.unsqueeze(1)
+            if track_terms:
+                # ∂L/∂W^{(h)} = (δ ⊙ r) xᵀ: ‖·‖_F² = Σ_ij r_i r_j G^{(h)}_ij (the Gram of the per-sample gradients)
+                norms = torch.stack([(rc @ G @ rc.transpose(1, 2)).reshape(R).clamp_min(0).sqrt() for G in Gs], -1)
+                gn.append(norms)
+            if track_gram:
+                lmins.append(kernels.lambda_min(Gs[-1]))
+            if last:
+                break
+            if track_terms:
+                i1s.append(-eta_t[:, None] * (sum(Gs) @ res.unsqueeze(-1)).squeeze(-1))
+                stepn.append(eta_t[:, None] * norms)
+            scale_r = neg_eta * rc  # (R, 1, n): −η r_i per column
+            lefts = [d * scale_r for d in deltas]
+        for w, d, x in zip(W, lefts, xs[:-1]):
+            w.baddbmm_(d, x.transpose(1, 2))
+        prev_out = out
+    return _trajectory(net, X, steps, losses, moves, stepn, gn, rn, dus, i1s, lmins, W, track_gram, track_movement,
+                       track_terms)
 
 
 def _gradient_factors(res: torch.Tensor, delta: torch.Tensor, P: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -373,8 +373,11 @@ def _step_size(ctx: Context, kind: str, dn: net.DuNet, lam0: torch.Tensor, G0: t
     return kappa * lam0 * dn.H ** 2 / n ** 2
 
 
-def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: list | None = None):
-    """GD from a fresh initialisation; `c_w0`, when a list, receives the sample's ĉ_{w,0} of W(0)."""
+def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: list | None = None,
+                track_gram: bool = False, track_terms: bool = False):
+    """GD from a fresh initialisation; `c_w0`, when a list, receives the sample's ĉ_{w,0} of W(0). Each quantity
+    asks only for what it reads (losses and residual norms always; movement, per-step Grams and λ_min(G^{(H)}),
+    gradient/step norms and the eq. (7) terms du, I_1 on request): the trajectory is the same either way."""
     X = _data(ctx, kind)
     dn = _net(ctx, kind, X)
     K, ok, kmethod = _kernels(ctx, dn, X)
@@ -386,8 +389,8 @@ def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: lis
         fwd = net.forward(dn, Ws, a, X)
         G0 = sum(net.grams(fwd, net.backward(dn, Ws, a, fwd)))
         eta = _step_size(ctx, kind, dn, K.lambda0, G0)
-        tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=True,
-                                   track_movement=track_movement)
+        tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=track_gram,
+                                   track_movement=track_movement, track_terms=track_terms)
     return dn, K, ok, eta, tr, f"full-batch GD, T = {ctx.i('T')}, step = {ctx.arg('step', 'paper')}; {kmethod}"
 
 
@@ -433,7 +436,7 @@ def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
     ‖W^{(h)}(s) − W^{(h)}(s−1)‖_F / (η Q′(s−1)). Q′ from `_q_prime` (args.version for B.5). Valid under Condition 6.1 along
     the run (the lemmas' hypothesis) and the sample's Assumption."""
     cw: list[torch.Tensor] = []
-    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True, c_w0=cw)
+    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True, c_w0=cw, track_terms=True)
     _c_x0, coef = _q_prime(kind, ctx, dn, cw[0])
     n = tr.du.shape[-1]
     Q = coef.unsqueeze(-1) * math.sqrt(n) * tr.residual_norm  # (R, T+1): Q′(s)
@@ -452,7 +455,7 @@ def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
 def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:
     """Lemmas A.6/B.6/C.6: max_k ‖I_2(k)‖ / (η λ₀ ‖y − u(k)‖), I_2 = u(k+1) − u(k) − I_1(k), I_1 = −ηG(k)(u(k) − y)
     (eq. 7; bound 1/8). Valid when Condition 6.1 held along the run (the lemmas' hypothesis)."""
-    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_terms=True)
     i2 = (tr.du - tr.i1).norm(dim=-1)
     value = (i2 / (eta * K.lambda0).unsqueeze(-1) / tr.residual_norm[:, :-1]).amax(-1)
     valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
@@ -461,7 +464,7 @@ def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:
 
 def gd_quadratic_term_ratio(kind: str, ctx: Context) -> Observation:
     """Lemmas A.7/B.7/C.7: max_k ‖u(k+1) − u(k)‖² / (η λ₀ ‖y − u(k)‖²) (bound 1/8); valid under Condition 6.1."""
-    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_terms=True)
     value = (tr.du.norm(dim=-1) ** 2 / (eta * K.lambda0).unsqueeze(-1) / tr.residual_norm[:, :-1] ** 2).amax(-1)
     valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
     return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
@@ -469,7 +472,7 @@ def gd_quadratic_term_ratio(kind: str, ctx: Context) -> Observation:
 
 def gd_gram_eigenvalue_ratio(kind: str, ctx: Context) -> Observation:
     """§6 ("it suffices to prove λ_min(G^{(H)}(k)) ≥ λ₀/2"): min_{k ≤ T} λ_min(G^{(H)}(k)) / λ₀ along GD."""
-    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx)
+    _dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_gram=True)
     value = tr.lam_min_gram_last.amin(-1) / K.lambda0
     return Observation(value, valid=ok, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
 
