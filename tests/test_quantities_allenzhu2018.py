@@ -334,3 +334,40 @@ def test_backward_perturbation_at_horizon_one_has_no_layer_two_adversary():
     for w in "abcd":
         v = obs("rnn-backward-perturbation", dict(P, L=1, n=1), {"which": w}, search="adversarial").value
         assert torch.isfinite(v).all() and (v >= 0).all()
+
+
+def _segments_slow(W, D, last, leading_w):
+    """Every product D_{l2} W ... D_{l1} W (l1 <= l2 <= last), [W times it], formed from scratch: the slow path."""
+    out = []
+    for l1 in range(1, last + 1):
+        for l2 in range(l1, last + 1):
+            P = D[:, :, l1].unsqueeze(-1) * W.unsqueeze(1)
+            for b in range(l1 + 1, l2 + 1):
+                P = D[:, :, b].unsqueeze(-1) * (W.unsqueeze(1) @ P)
+            out.append(W.unsqueeze(1) @ P if leading_w else P)
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_sparse_bilinear_reusing_products_equals_every_segment_from_scratch(k):
+    pa = dict(P, m=24, L=4, n=2)
+    ctx = Context("t", dict(pa), 3, torch.Generator().manual_seed(5), args={"k": k, "iterations": 10},
+                  inputs_spec=INP)
+    W, A, B, X = q._setup(ctx)
+    D = net.forward(W, A, B, X).mask()
+    ref = torch.stack([q._sparse_sup(M, k, 10).amax(-1) for M in _segments_slow(W, D, 3, True)]).amax(0)
+    got = obs("rnn-sparse-bilinear-sup", pa, {"k": k, "iterations": 10}, R=3, seed=5).value
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("leading_w", [False, True])
+def test_segment_norms_reusing_products_equal_every_segment_from_scratch(leading_w):
+    pa = dict(P, m=20, L=4, n=2)
+    ctx = Context("t", dict(pa), 3, torch.Generator().manual_seed(6), args={"leading_w": leading_w},
+                  inputs_spec=INP)
+    W, A, B, X = q._setup(ctx)
+    D = net.forward(W, A, B, X).mask()
+    segs = _segments_slow(W, D, 4, leading_w)
+    ref = torch.stack([torch.linalg.matrix_norm(M, ord=2).amax(-1) for M in segs]).amax(0)
+    got = obs("rnn-segment-spectral-norm", pa, {"leading_w": leading_w}, R=3, seed=6).value
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)

@@ -121,12 +121,15 @@ def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor
     """max over i and L ≥ ℓ2 ≥ ℓ1 ≥ 1 of ||[W_lead] D_{ℓ2} W_in ⋯ D_{ℓ1} W_in||_2 (exact)."""
     L = D.shape[2] - 1
     best = torch.zeros(W_in.shape[0], dtype=W_in.dtype)
+    shared = leading_w and W_lead is W_in  # then W_lead P_{l2} is the next segment's product before its mask
     for l1 in range(1, L + 1):
         P = D[:, :, l1].unsqueeze(-1) * W_in.unsqueeze(1)
+        WP = None
         for l2 in range(l1, L + 1):
             if l2 > l1:
-                P = D[:, :, l2].unsqueeze(-1) * net.left_mul(W_in, P)
+                P = D[:, :, l2].unsqueeze(-1) * (WP if WP is not None else net.left_mul(W_in, P))
             M = net.left_mul(W_lead, P) if leading_w else P
+            WP = M if shared else None
             best = torch.maximum(best, torch.linalg.matrix_norm(M, ord=2).amax(-1))
     return best
 
@@ -202,10 +205,10 @@ def sparse_bilinear_sup(ctx: Context) -> Observation:
     for l1 in range(1, L):
         P = D[:, :, l1].unsqueeze(-1) * W.unsqueeze(1)
         for l2 in range(l1, L):
-            if l2 > l1:
-                P = D[:, :, l2].unsqueeze(-1) * net.left_mul(W, P)
             M = net.left_mul(W, P)  # W ∏ D W, (R, n, m, m)
             best = torch.maximum(best, _sparse_sup(M, k, iters).amax(-1))
+            if l2 + 1 < L:
+                P = D[:, :, l2 + 1].unsqueeze(-1) * M  # the next segment reuses W P: one product per segment
     method = "exact max entry" if k == 1 else f"truncated power method, k={k} (lower estimate of the sup)"
     return Observation(best, method=method)
 
