@@ -316,6 +316,18 @@ def test_clustered_exact_sampler_against_the_full_weight_matrix():
         assert abs(float(ex.std() / fu.std()) - 1) < 0.1, part
 
 
+@pytest.mark.parametrize("part", ["e3-op", "e3-out"])
+def test_e3_exact_samplers_against_full_weights(part):
+    """E.3's per-layer samplers (bidiagonal model of ||V_l||_op, chi^2_p of ||V_{L+1}||^2) against the full He
+    initialisation with exact SVDs: means and spreads agree (5 standard errors, 10%; fixed seeds)."""
+    params = {"p": 12, "L": 3, "n": 3}
+    ex = q.init_chain(ctx(params, R=3000, seed=1, args={"part": part})).value
+    fu = q.init_chain(ctx(params, R=3000, seed=2, args={"part": part, "sampler": "full"})).value
+    se = math.sqrt(ex.var() / 3000 + fu.var() / 3000)
+    assert abs(float(ex.mean() - fu.mean())) < 5 * se
+    assert abs(float(ex.std() / fu.std()) - 1) < 0.1
+
+
 def test_ball_points_lie_on_the_ball_and_the_taylor_remainder_is_second_order():
     X, _, Vs, a = problem(L=2, p=6, act="scaled-swish", h=0.5)
     fwd = net.forward(Vs, X, a)

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from .. import linalg
 from ..context import Context, Observation
 from ..errors import EstimatorError
 from ..kernels import Activation
@@ -1018,6 +1019,14 @@ def init_chain(ctx: Context) -> Observation:
         raise EstimatorError(f"args.part = '{part}': expected one of {CHAIN_PARTS}")
     X = ctx.inputs()
     L, p, R = ctx.i("L"), ctx.i("p"), X.shape[0]
+    if part in ("e3-op", "e3-out") and str(ctx.arg("sampler", "exact")) == "exact":
+        # E.3 reads each layer alone: ||V_l||_op of (2/p)^{1/2} x (p x p Gaussian) from the exact bidiagonal model
+        # (linalg.gaussian_spectral_norm), ||V_{L+1}||^2 = chi^2_p, without drawing the p^2 L weights
+        if part == "e3-op":
+            norms, how = linalg.gaussian_spectral_norm(ctx.generator, (R, L), p, p, scale=math.sqrt(2.0 / p))
+            return Observation(norms.to(ctx.dtype).amax(-1), method=how)
+        out = torch.randn(R, p, generator=ctx.generator, dtype=ctx.dtype)
+        return Observation(out.pow(2).sum(1) / (2 * p), method="exact (output layer only)")
     Vs = net.init(ctx.generator, R, p, L, ctx.dtype)
     if part == "e3-op":
         return Observation(torch.stack([_op_norm(V) for V in Vs[:-1]], -1).amax(-1), method="exact SVD")
