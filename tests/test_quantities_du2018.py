@@ -121,12 +121,26 @@ def test_c_sigma_c0_of_softplus_and_centred_softplus():
 
 
 def test_gaussian_operator_norm_against_numpy_svd():
-    c = ctx({"m": 20, "c": 0.5}, R=3, seed=2)
+    c = ctx({"m": 20, "c": 0.5}, R=3, seed=2, args={"sampler": "full"})
     v = q("du2018-gaussian-operator-norm", c).value
     W = torch.randn(3, 20, 10, generator=torch.Generator().manual_seed(2), dtype=F64)
     ref = [np.linalg.svd(W[r].numpy(), compute_uv=False)[0] / math.sqrt(20) for r in range(3)]
     assert np.allclose(v.numpy(), ref, rtol=1e-10)
 
+
+
+@pytest.mark.parametrize("m,c", [(24, 1.0), (16, 3.0), (40, 0.25)])
+def test_gaussian_operator_norm_bidiagonal_default_has_the_law_of_the_full_path(m, c):
+    """The default (bidiagonal model) against drawn matrices: two-sample KS on 2000 draws each (fixed seeds)."""
+    from scipy import stats
+
+    fast = q("du2018-gaussian-operator-norm", ctx({"m": m, "c": c}, R=2000, seed=3))
+    slow = q("du2018-gaussian-operator-norm", ctx({"m": m, "c": c}, R=2000, seed=4, args={"sampler": "full"}))
+    assert "exact in distribution" in fast.method
+    assert stats.ks_2samp(fast.value.numpy(), slow.value.numpy()).pvalue > 1e-3
+    assert abs(fast.value.mean().item() - slow.value.mean().item()) < 0.01 * slow.value.mean().item()
+    with pytest.raises(Exception, match="sampler"):
+        q("du2018-gaussian-operator-norm", ctx({"m": m, "c": c}, args={"sampler": "nope"}))
 
 @pytest.mark.parametrize("network", ["du2018-fc", "du2018-resnet", "du2018-cnn-resnet"])
 def test_gradient_and_gram_closed_forms_agree_with_autograd(network):
