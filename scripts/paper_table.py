@@ -56,7 +56,9 @@ def main(paper: str, quick_db: str, full_db: str) -> None:
     print("|---|---|---|---|---|---|")
     for c in claims:
         short = c.id.split("/", 1)[1]
-        print(f"| {c.result} | `{short}` | {c.mode} | {c.expect} | {cell(quick.get(c.id))} | {cell(full.get(c.id))} |")
+        full_expect = c.expected("full")
+        expect = c.expect if full_expect == c.expect else f"{c.expect} (full: {full_expect})"
+        print(f"| {c.result} | `{short}` | {c.mode} | {expect} | {cell(quick.get(c.id))} | {cell(full.get(c.id))} |")
 
 
 if __name__ == "__main__":

@@ -157,3 +157,32 @@ def test_every_paper_in_the_suite_lists_its_results_and_every_claim_label_is_one
         labels = [c.result for c in claims if c.paper == folder.name and "(proof" not in c.result]
         unknown = [lab for lab in labels if not any(lab == r or lab.startswith(r + " (") for r in paper.results)]
         assert not unknown, f"{folder.name}: claim labels not in _paper.toml: {unknown}"
+
+
+def test_a_profile_may_expect_its_own_verdict(claims_dir, tmp_path):
+    """A full profile that decides what the quick budget cannot (or the reverse) records its own expectation; the
+    run's profile picks which one a verdict answers to (pytest, exit status, report)."""
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    text = NORM_CLAIM.replace("[profiles.full]\n", '[profiles.full]\nexpect = "inconclusive"\n')
+    c = load_claim(_write(claims_dir, text))
+    assert c.expect == "holds" and c.expected("quick") == "holds" and c.expected("full") == "inconclusive"
+    store = Store(tmp_path / "r.db")
+    # 40 clean draws per configuration cannot put a 1e-4 Clopper-Pearson bound below delta = 0.1: inconclusive
+    full = evaluate(store, run_claims([c], store, profile="full"), [c])[0]
+    assert full.verdict == "inconclusive" and full.expect == "inconclusive" and full.ok
+    quick = evaluate(store, run_claims([c], store, profile="quick"), [c])[0]
+    assert quick.expect == "holds" and quick.ok == (quick.verdict == "holds")
+
+
+@pytest.mark.parametrize("value,field,words", [
+    ('"maybe"', "profiles.full.expect", "not a verdict"),
+    ('"infeasible"', "profiles.full.expect", "cannot expect 'infeasible'"),
+    ('"violated"', "finding", "record the finding"),
+])
+def test_a_profile_expectation_is_validated(claims_dir, value, field, words):
+    text = NORM_CLAIM.replace("[profiles.full]\n", f"[profiles.full]\nexpect = {value}\n")
+    with pytest.raises(ClaimError) as e:
+        load_claim(_write(claims_dir, text))
+    assert e.value.field == field and words in str(e.value)

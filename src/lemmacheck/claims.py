@@ -40,7 +40,7 @@ _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
     "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic", "limits",
 }
-_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt"}
+_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt", "expect"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,9 @@ class Profile:
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
     early_stop: bool = True  # probabilistic claims: stop a configuration once its anytime-valid interval excludes delta
     hunt: int = 0  # examples of a bounded hunt (data, labels, parameters) whose worst case joins the configurations
+    # This profile's own expected verdict, when its budget reads differently from the claim's `expect` (a quick
+    # budget too small to narrow a fit: inconclusive in quick, holds in full); None: the claim's `expect`.
+    expect: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,11 @@ class Claim:
             return self.check.whp_delta
         assert self.check.prob_expr is not None
         return 1.0 - self.check.prob_expr.evaluate(values)
+
+    def expected(self, profile: str) -> str:
+        """The verdict a run of `profile` should reach: the profile's own `expect`, else the claim's."""
+        prof = self.profiles.get(profile)
+        return prof.expect if prof is not None and prof.expect is not None else self.expect
 
     def quantifiers(self) -> str:
         """The quantifiers in words, for reports and failure messages."""
@@ -280,7 +288,10 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     early = raw.get("early_stop", True)
     if not isinstance(early, bool):
         raise ClaimError(path, f"{where}.early_stop", f"expected true or false, got {early!r}")
-    return Profile(tuple(configs), reps, shard, explore, early, hunt)
+    expect = raw.get("expect")
+    if expect is not None and expect not in VERDICTS:
+        raise ClaimError(path, f"{where}.expect", f"'{expect}' is not a verdict", f"one of {VERDICTS}")
+    return Profile(tuple(configs), reps, shard, explore, early, hunt, expect)
 
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:
@@ -456,6 +467,11 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         if not varying and not prof.explore:
             raise ClaimError(path, f"profiles.{name}", "a scaling claim needs a sweep: no parameter varies",
                              "add a grid over the swept parameters")
+    for name, prof in profiles.items():
+        if prof.expect == "violated" and not finding:
+            raise ClaimError(path, "finding", f"profiles.{name} expects a violation: record the finding")
+        if prof.expect == "infeasible":
+            raise ClaimError(path, f"profiles.{name}.expect", "a checked claim's profile cannot expect 'infeasible'")
     return Claim(cid, paper, result, title, statement, kind, network, inputs, params, check, profiles, notes,
                  expect, finding, "", path, raw)
 

@@ -201,7 +201,8 @@ def cmd_show(a: argparse.Namespace) -> int:
         c = claim.check
         print(f"  checks: {c.quantity} {c.relation} {c.bound.text}")
         print(f"  quantifiers: {claim.quantifiers()}")
-        print(f"  mode: {claim.mode}; expect: {claim.expect}")
+        print(f"  mode: {claim.mode}; expect: {claim.expect}"
+              + "".join(f" ({p}: {claim.expected(p)})" for p in claim.profiles if claim.expected(p) != claim.expect))
     else:
         print(f"  infeasible: {claim.infeasible}")
     if claim.notes:

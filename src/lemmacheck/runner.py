@@ -521,9 +521,10 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
 def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:
     """Recompute every verdict from the stored shards (nothing is taken from memory)."""
     results = []
+    profile = store.run_info(run_id)["profile"]  # which profile's `expect` the verdicts answer to
     for claim in claims:
         if claim.mode == "infeasible":
-            results.append(claim_result(claim, []))
+            results.append(claim_result(claim, [], profile=profile))
             continue
         cfgs, samples = [], []
         for c in store.configs(run_id, claim.id):
@@ -540,7 +541,7 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             value = np.concatenate([s.value for s in shards])
             valid = np.concatenate([s.valid for s in shards])
             samples.append(value[valid & np.isfinite(value)])
-        results.append(claim_result(claim, cfgs, samples))
+        results.append(claim_result(claim, cfgs, samples, profile=profile))
     return results
 
 

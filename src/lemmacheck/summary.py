@@ -35,7 +35,7 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
     chk = c.check
     out: dict[str, Any] = {
         "id": c.id, "paper": c.paper, "result": c.result, "kind": c.kind, "title": c.title, "mode": c.mode,
-        "verdict": res.verdict, "expect": c.expect, "ok": res.ok, "flags": res.flags,
+        "verdict": res.verdict, "expect": res.expect, "ok": res.ok, "flags": res.flags,
         "statement": c.statement, "quantifiers": c.quantifiers(), "notes": c.notes, "finding": c.finding,
         "source": str(c.source),
         "configs": [cfg.to_json() for cfg in res.configs],
@@ -102,7 +102,7 @@ def table(results: list[ClaimResult]) -> str:
         if r.scaling is not None:
             # a scaling verdict comes from the fit; slack at the illustrative constant would mislead here
             slack_, ci = "-", "-"
-        mark = "ok" if r.ok else ("ERROR" if any(c.errors for c in r.configs) else f"UNEXPECTED (expect {r.claim.expect})")
+        mark = "ok" if r.ok else ("ERROR" if any(c.errors for c in r.configs) else f"UNEXPECTED (expect {r.expect})")
         rows.append((r.claim.id, r.claim.result, r.claim.mode, r.verdict, ",".join(r.flags) or "-",
                      slack_, ci, _fit(r.scaling), str(len(r.configs)), mark))
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
@@ -113,7 +113,7 @@ def table(results: list[ClaimResult]) -> str:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lines.append("")
     lines.append("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
-    findings = [r for r in results if r.claim.expect == "violated"]
+    findings = [r for r in results if r.expect == "violated"]
     if findings:
         lines.append("")
         lines.append("Confirmed findings (printed statements that fail):")
@@ -125,7 +125,7 @@ def table(results: list[ClaimResult]) -> str:
 def failure_text(res: ClaimResult) -> str:
     """What a failing pytest item prints: bound, estimate, slack, interval, search, repro."""
     c: Claim = res.claim
-    lines = [f"{c.id} ({c.paper}, {c.result}): verdict {res.verdict!r}, expected {c.expect!r}"
+    lines = [f"{c.id} ({c.paper}, {c.result}): verdict {res.verdict!r}, expected {res.expect!r}"
              + (f" [flags: {', '.join(res.flags)}]" if res.flags else "")]
     chk = c.check
     if chk is not None:

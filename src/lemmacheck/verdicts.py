@@ -91,10 +91,15 @@ class ClaimResult:
     scaling: dict[str, Any] | None
     worst_index: int | None
     message: str = ""
+    profile: str = "quick"  # the profile whose draws these are: it decides the expected verdict
+
+    @property
+    def expect(self) -> str:
+        return self.claim.expected(self.profile)
 
     @property
     def ok(self) -> bool:
-        return self.verdict == self.claim.expect and not any(c.errors for c in self.configs)
+        return self.verdict == self.expect and not any(c.errors for c in self.configs)
 
 
 # Rounding allowance: a comparison forgives ROUNDING_ULPS units of the dtype's precision, relative to the
@@ -430,9 +435,10 @@ def _still_growing(names: list[str], log_x: np.ndarray, lo: np.ndarray, hi: np.n
     return out
 
 
-def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray] | None = None) -> ClaimResult:
+def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray] | None = None,
+                 profile: str = "quick") -> ClaimResult:
     if claim.mode == "infeasible":
-        return ClaimResult(claim, "infeasible", [], [], None, None, claim.infeasible)
+        return ClaimResult(claim, "infeasible", [], [], None, None, claim.infeasible, profile)
     flags: list[str] = []
     scaling = None
     inside = [c for c in configs if c.in_regime]
@@ -477,7 +483,7 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         flags.append("conditioned")
     cands = [c for c in configs if c.slack_min is not None]
     worst = min(cands, key=lambda c: c.slack_min).index if cands else None
-    return ClaimResult(claim, verdict, flags, configs, scaling, worst)
+    return ClaimResult(claim, verdict, flags, configs, scaling, worst, profile=profile)
 
 
 def false_violation_bound(res: ClaimResult) -> float:
