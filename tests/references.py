@@ -176,6 +176,35 @@ def autograd_gradient_descent(net: du.DuNet, Ws: list[torch.Tensor], a: torch.Te
     return torch.stack(out)
 
 
+def autograd_gd_second_order(net: du.DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor,
+                             y: torch.Tensor, eta: float, steps: int) -> torch.Tensor:
+    """du2018 Lemmas A.6/B.6's eq. (7) terms along full-batch GD, one network at a time by autograd: per step the
+    per-sample gradients ∂u_i/∂w (one backward pass each), G(k) = J Jᵀ, I_1(k) = −η G(k)(u(k) − y), the step
+    w ← w − η Jᵀ(u − y), and ‖I_2(k)‖ = ‖u(k+1) − u(k) − I_1(k)‖. Returns ‖I_2(k)‖, (R, steps)."""
+    out = []
+    for r in range(X.shape[0]):
+        one = _replicate(net, r)
+        W = [w[r:r + 1].clone() for w in Ws]
+        norms, prev = [], None
+        for k in range(steps + 1):
+            Wg = [w.requires_grad_(True) for w in W]
+            u = du.forward(one, Wg, a[r:r + 1], X[r:r + 1]).out[0]
+            if prev is not None:
+                norms.append((u.detach() - prev[0] - prev[1]).norm())
+            if k == steps:
+                break
+            J = torch.stack([torch.cat([g.flatten() for g in torch.autograd.grad(u[i], Wg, retain_graph=True)])
+                             for i in range(len(u))])
+            res = u.detach() - y[r]
+            i1 = -eta * (J @ J.T) @ res
+            step = J.T @ res
+            sizes = [w.numel() for w in W]
+            W = [(w - eta * g.reshape(w.shape)).detach() for w, g in zip(Wg, step.split(sizes))]
+            prev = (u.detach(), i1)
+        out.append(torch.stack(norms))
+    return torch.stack(out)
+
+
 def lazy_forward_sequential(gen: torch.Generator, X: torch.Tensor, m: int, d: int = 1) -> az.Forward:
     """allenzhu2018 lazy_forward one vector at a time against all of Q (the slow path it is tested against): the same draws."""
     R, n, L, dx = X.shape

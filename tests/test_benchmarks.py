@@ -21,6 +21,7 @@ import time
 import pytest
 import torch
 from references import (
+    autograd_gd_second_order,
     autograd_gradient_descent,
     loop_du_last_layer_gram_lambda_min,
     loop_forward_perturbation,
@@ -47,6 +48,7 @@ ISSUE = {
     "ntk": {"m": 1024, "H": 3, "n": 32, "d": 16, "R": 8, "base_R": 2},
     "rnn": {"m": 1024, "L": 20, "n": 8, "dx": 16, "R": 16, "base_R": 4},
     "gd": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
+    "gd-terms": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
     "gemm": {"k": 2048},
 }
 CI = {
@@ -56,6 +58,7 @@ CI = {
     "ntk": {"m": 64, "H": 2, "n": 6, "d": 8, "R": 2, "base_R": 2},
     "rnn": {"m": 64, "L": 5, "n": 3, "dx": 6, "R": 2, "base_R": 2},
     "gd": {"m": 64, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 5},
+    "gd-terms": {"m": 48, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 4},
     "gemm": {"k": 256},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
@@ -322,6 +325,34 @@ def test_bench_du2018_gradient_descent(benchmark, S, impl):
     ref = autograd_gradient_descent(dn, [w[:1] for w in Ws], a[:1], X[:1], y[:1], eta, min(T, 5))
     torch.testing.assert_close(loss[:1, :ref.shape[1]], ref, rtol=1e-9, atol=0)
 
+
+@pytest.mark.benchmark(group="GD with eq. (7) terms (du2018 ResNet, Lemma B.6)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_du2018_gd_second_order_terms(benchmark, S, impl):
+    """What Lemma B.6's quantity (du2018-gd-second-order-ratio) reads along GD: I_1(k) = −η G(k)(u − y) needs the
+    Gram of the per-sample gradients every step; ||I_2(k)|| = ||u(k+1) − u(k) − I_1(k)|| from both."""
+    c = S["gd-terms"]
+    group = "GD with eq. (7) terms (du2018 ResNet, Lemma B.6)"
+    R = max(c["R"], c["base_R"])
+    X = du2018.as_images(_unit(R, c["n"], c["d"], 9))
+    dn = du2018.make_net("resnet", X, m=c["m"], H=c["H"], act=kernels.get_activation("softplus"))
+    Ws, a = du2018.init(torch.Generator().manual_seed(10), R, dn, X.shape[2])
+    y = torch.ones(R, c["n"], dtype=torch.float64)
+    eta, T = 0.05, c["steps"]
+    if impl == "straightforward":
+        b = c["base_R"]
+        i2 = _run(benchmark, group, impl,
+                  lambda: autograd_gd_second_order(dn, [w[:b] for w in Ws], a[:b], X[:b], y[:b], eta, T), b)
+    else:
+        r = c["R"]
+
+        def fast():
+            tr = du2018.gradient_descent(dn, [w[:r] for w in Ws], a[:r], X[:r], y[:r], eta, T, track_gram=False,
+                                         track_movement=False, track_terms=True)
+            return (tr.du - tr.i1).norm(dim=-1)
+        i2 = _run(benchmark, group, impl, fast, r, count_flops=True)
+    ref = autograd_gd_second_order(dn, [w[:1] for w in Ws], a[:1], X[:1], y[:1], eta, min(T, 3))
+    torch.testing.assert_close(i2[:1, :ref.shape[1]], ref, rtol=1e-6, atol=1e-15)
 
 # --------------------------------------------------------------------------- batching and closed forms (small)
 
