@@ -328,6 +328,30 @@ def test_e3_exact_samplers_against_full_weights(part):
     assert abs(float(ex.std() / fu.std()) - 1) < 0.1
 
 
+@pytest.mark.parametrize("part", ["e4-op", "e4-out", "e5", "e6", "e7", "e8"])
+def test_init_chain_fast_paths_equal_the_explicit_chains(part):
+    """E.4-E.8 read the chains once per (l1, l2) where they do not depend on the sample and the output rows by a
+    backward sweep: the same values as evaluating every explicit chain M_s(l1, l2) of `_chains` (SVD for e4-op)."""
+    params, args = {"p": 10, "L": 3, "n": 4, "h": 0.01}, {"part": part, "k": "2" if part in ("e5", "e6", "e7") else "1"}
+    got = q.init_chain(ctx(params, R=5, seed=3, args=args)).value
+    c = ctx(params, R=5, seed=3, args=args)
+    X = c.inputs()
+    Vs = net.init(c.generator, 5, 10, 3, c.dtype)
+    mats, rows = q._chains(Vs, net.forward(Vs, X, q._act(c)))
+    k = int(args["k"])
+    if part == "e4-out":
+        ref = torch.stack([w.norm(dim=-1).amax(-1) for _, w in rows], -1).amax(-1)
+    elif part == "e8":
+        ref = torch.stack([q._topk_norm(w, k).amax(-1) for _, w in rows], -1).amax(-1)
+    else:
+        fn = {"e4-op": lambda M: torch.linalg.matrix_norm(M, ord=2), "e5": lambda M: q._sparse_op(M, k),
+              "e6": lambda M: q._sparse_op(M.transpose(-1, -2), k), "e7": lambda M: q._sparse_bilinear(M, k)}[part]
+        ref = torch.stack([fn(M).amax(-1) for _, _, M in mats], -1).amax(-1)
+    assert torch.allclose(got, ref, rtol=1e-12, atol=0)
+    if part == "e4-op":
+        assert (got >= ref).all()  # rounded up, never below the SVD
+
+
 def test_ball_points_lie_on_the_ball_and_the_taylor_remainder_is_second_order():
     X, _, Vs, a = problem(L=2, p=6, act="scaled-swish", h=0.5)
     fwd = net.forward(Vs, X, a)
