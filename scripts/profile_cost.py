@@ -7,7 +7,9 @@ configurations); then the shard of the largest configuration (by the product of 
 `--sample` shards drawn uniformly at random are run through the same `execute_shard` the runner uses, until
 `--cap-s` seconds of estimator time are spent on the claim. The estimate is the number of shards times the mean
 time of the uniform sample (unbiased for the total when the cap does not bite), and never less than the largest
-configuration's shards at its measured time. Draws are not recorded: this measures cost, not verdicts.
+configuration's shards at its measured time; when the cap leaves fewer than 3 uniform draws, the largest shard's
+time scaled by each configuration's parameter product (a rough model: most estimators cost at least linearly in
+width x depth x n). Draws are not recorded: this measures cost, not verdicts.
 """
 from __future__ import annotations
 
@@ -53,7 +55,12 @@ def estimate(claim, profile: str, sample: int, cap_s: float, memory: int, seed: 
             break
     row["sampled"] = len(times)
     row["mean_s"] = sum(times) / len(times) if times else row["largest_s"]
-    row["estimate_s"] = max(len(shards) * row["mean_s"], plans[big].n_shards * row["largest_s"])
+    if len(times) >= 3:
+        row["estimate_s"] = max(len(shards) * row["mean_s"], plans[big].n_shards * row["largest_s"])
+    else:  # too few uniform draws: scale the largest shard by each configuration's parameter product
+        sb = _size(plans[big].params)
+        row["estimate_s"] = sum(row["largest_s"] * _size(plans[j].params) / sb * plans[j].n_shards
+                                for j in range(len(plans)) if fits[j])
     return row
 
 
