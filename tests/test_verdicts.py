@@ -413,3 +413,15 @@ def test_limits_must_name_a_parameter_and_a_limit():
         _claim(TOWARD_ZERO.replace("[check]", '[check]\nlimits = { eps = "0" }'))
     with pytest.raises(ClaimError, match="check.limits.delta"):
         _claim(TOWARD_ZERO.replace("[check]", '[check]\nlimits = { delta = "zero" }'))
+
+
+def test_log_elasticity_of_bounds_with_max_and_floor():
+    """The claimed exponent of a bound's shape: exact where sympy differentiates, a +-5% log-difference through
+    max/min/floor (which sympy cannot differentiate at a point; it used to recurse without end)."""
+    from lemmacheck.expressions import parse
+
+    assert parse("m**2 * sqrt(L)", {"m", "L"}).log_elasticity("m", {"m": 64, "L": 3}) == pytest.approx(2.0)
+    e = parse("floor(m / 2) * max(L, 2)", {"m", "L"})
+    assert e.log_elasticity("m", {"m": 64, "L": 3}) == pytest.approx(1.0, abs=0.06)  # floor(m/2) ~ m/2
+    assert e.log_elasticity("L", {"m": 64, "L": 3}) == pytest.approx(1.0)  # max(L, 2) = L above 2
+    assert e.log_elasticity("L", {"m": 64, "L": 1}) == 0.0  # the constant branch

@@ -120,9 +120,22 @@ class Expr:
         x = sympy.Symbol(name)
         if name not in self.names:
             return 0.0
-        d = sympy.diff(sympy.log(self.sym), x) * x
-        subs = {sympy.Symbol(n): values[n] for n in self.names}
-        return float(sympy.N(d.subs(subs)))
+        try:
+            d = sympy.diff(sympy.log(self.sym), x) * x
+            subs = {sympy.Symbol(n): values[n] for n in self.names}
+            out = float(sympy.N(d.subs(subs)))
+            if math.isfinite(out) and not self.sym.has(sympy.floor, sympy.ceiling):
+                return out
+        except (TypeError, ValueError, RecursionError):  # sympy cannot differentiate max/min/floor at a point
+            pass
+        # A central difference over +-5% in log(name): wide enough that floor/ceil steps average out into the
+        # exponent a power law would have there, narrow enough to stay local.
+        h = 0.05
+        hi = self.evaluate({**values, name: values[name] * math.exp(h)})
+        lo = self.evaluate({**values, name: values[name] * math.exp(-h)})
+        if hi <= 0 or lo <= 0:
+            raise ExpressionError(f"'{self.text}' is not positive near {name} = {values[name]}: no log-elasticity")
+        return (math.log(hi) - math.log(lo)) / (2 * h)
 
 
 def parse(text: str | float, allowed: set[str] | frozenset[str]) -> Expr:
