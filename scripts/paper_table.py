@@ -1,6 +1,6 @@
 """Print a paper's results table (markdown) from a quick-profile and a full-profile store.
 
-    python scripts/paper_table.py zou2018 .lemmacheck/quick.db .lemmacheck/full.db
+    python scripts/paper_table.py zou2018 .lemmacheck/quick.db .lemmacheck/full.db [--write claims/zou2018/README.md]
 
 One row per claim, in the paper's label order: verdict and flags (other than "conditioned") per profile; for
 explicit-constant claims the configurations in regime and the smallest in-regime slack, for scaling claims the
@@ -49,17 +49,40 @@ def results(db: str, paper: str) -> dict[str, ClaimResult]:
     return {r.claim.id: r for r in evaluate(store, run_id, claims)}
 
 
-def main(paper: str, quick_db: str, full_db: str) -> None:
+def table(paper: str, quick_db: str, full_db: str) -> list[str]:
     claims = sorted(load_claims([Path("claims") / paper])[0], key=lambda c: (label_key(c.result), c.id))
     quick, full = results(quick_db, paper), results(full_db, paper)
-    print("| result | claim | mode | expect | quick | full |")
-    print("|---|---|---|---|---|---|")
+    lines = ["| result | claim | mode | expect | quick | full |", "|---|---|---|---|---|---|"]
     for c in claims:
         short = c.id.split("/", 1)[1]
         full_expect = c.expected("full")
         expect = c.expect if full_expect == c.expect else f"{c.expect} (full: {full_expect})"
-        print(f"| {c.result} | `{short}` | {c.mode} | {expect} | {cell(quick.get(c.id))} | {cell(full.get(c.id))} |")
+        lines.append(f"| {c.result} | `{short}` | {c.mode} | {expect} | {cell(quick.get(c.id))} | "
+                     f"{cell(full.get(c.id))} |")
+    return lines
+
+
+def write_into(readme: Path, lines: list[str]) -> None:
+    """Replace the README's results table (the block from its `| result | claim |` header to the first line that
+    is not a table row) with `lines`; a README without one gets it appended."""
+    text = readme.read_text().splitlines()
+    start = next((i for i, t in enumerate(text) if t.startswith("| result | claim |")), None)
+    if start is None:
+        text += [""] + lines
+    else:
+        end = start
+        while end < len(text) and text[end].startswith("|"):
+            end += 1
+        text[start:end] = lines
+    readme.write_text("\n".join(text) + "\n")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    args = sys.argv[1:]
+    if len(args) not in (3, 5) or (len(args) == 5 and args[3] != "--write"):
+        raise SystemExit("usage: paper_table.py PAPER QUICK_DB FULL_DB [--write README]")
+    rows = table(*args[:3])
+    if len(args) == 5:
+        write_into(Path(args[4]), rows)
+    else:
+        print("\n".join(rows))
