@@ -149,3 +149,32 @@ def test_du2018_column_gd_equals_the_general_path(kind, track):
     assert (fast.i1.shape[1] == T) == terms and bool(fast.lam_min_gram_last.isnan().all()) != gram
     off = du.gradient_descent(dn, Ws, a, X, y, eta * (1 + 1e-6), T, **kw)
     assert not torch.allclose(off.loss, slow.loss, rtol=1e-10, atol=1e-13)
+
+
+def test_forward_perturbation_tracked_search_equals_the_dense_search(monkeypatch):
+    """zou2018 forward-perturbation's ascent with rank-one steps projected by linalg.BallTracker finds the same
+    value (same draws, same iterates to rounding) as search.maximise with dense projections; the tracker is used
+    (TRACK_MIN lowered to reach these sizes) and never declines here."""
+    from lemmacheck import search
+
+    calls = {"step": 0, "declined": 0}
+    step = la.BallTracker.step
+
+    def counted(self, a, b):
+        out = step(self, a, b)
+        calls["step"] += 1
+        calls["declined"] += out is None
+        return out
+
+    monkeypatch.setattr(la.BallTracker, "step", counted)
+    monkeypatch.setattr(zq, "TRACK_MIN", 24)
+    params = {"m": 48, "L": 3, "n": 4, "d": 6, "tau": 0.3}
+    fast = _est("forward-perturbation", params, 3, 21, search="adversarial", args={"steps": 8})
+    # 2 starts x 8 steps x 3 replicates x 2 m×m layers, less the steps whose gradient vanishes at a layer above the
+    # maximising one (a zero step: projected densely, a no-op)
+    assert 2 * 8 * 3 <= calls["step"] <= 2 * 8 * 3 * 2 and calls["declined"] == 0
+    monkeypatch.setattr(zq, "maximise_tracked", lambda target, Ws, tau, method, gen, steps=30, lr=0.3:
+                        search.maximise(target, Ws, tau, method, gen, steps=steps, lr=lr))
+    slow = _est("forward-perturbation", params, 3, 21, search="adversarial", args={"steps": 8})
+    torch.testing.assert_close(fast.value, slow.value, rtol=1e-10, atol=0)
+    assert torch.equal(fast.extras["found_by"], slow.extras["found_by"])

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
+import references
 import torch
 from scipy import stats
 
-import references
 from lemmacheck import linalg as la
 
 
@@ -89,6 +89,48 @@ def test_clip_spectral_subset_equals_all_eigenpairs_path(shape, clustered):
     torch.testing.assert_close(fast, svd, rtol=0, atol=1e-12 * D.abs().max().item())
     assert bool((la.spectral_norm_exact_svd(fast) <= tau * (1 + 1e-12)).all())
 
+
+@pytest.mark.parametrize("m, seed, start", [(120, 0, "random"), (160, 1, "random"), (90, 2, "clustered"),
+                                            (150, 3, "rank-one")])
+def test_ball_tracker_equals_the_dense_projection_along_rank_one_ascent(m, seed, start):
+    """linalg.BallTracker (inertia count + Newton + Rayleigh-Ritz on the structured Gram) against clip_spectral
+    (dense syevr) and the SVD projection, step by step along 25 rank-one steps: from a random start on the sphere,
+    from an iterate with a cluster of singular values exactly at tau, and from a rank-one start. Steps alternate
+    between random and along the current top direction (where the clipped eigenvalue is closest to the cluster)."""
+    g = torch.Generator().manual_seed(seed)
+    tau = 0.7
+    D = torch.randn(m, m, generator=g, dtype=torch.float64)
+    if start == "clustered":
+        D = la.clip_spectral_svd(D / la.spectral_norm_exact_svd(D) * 3 * tau, tau)  # many values exactly at tau
+    elif start == "rank-one":
+        D = torch.outer(torch.randn(m, generator=g, dtype=torch.float64), torch.randn(m, generator=g,
+                                                                                      dtype=torch.float64))
+    D = D * (tau / la.spectral_norm_exact_svd(D)) if start != "clustered" else D
+    tr = la.BallTracker(D, tau)
+    assert tr.ok
+    dense, clipped, fallbacks = D.clone(), 0, 0
+    for k in range(25):
+        if k % 2:
+            U, _, Vh = torch.linalg.svd(dense)
+            a, b = U[:, 0] * 0.2 * tau, Vh[0] + 0.1 * torch.randn(m, generator=g, dtype=torch.float64)
+        else:
+            a, b = torch.randn(m, generator=g, dtype=torch.float64), torch.randn(m, generator=g, dtype=torch.float64)
+            a = a * (0.3 * tau / (a.norm() * b.norm()))
+        ref = la.clip_spectral(dense + torch.outer(a, b), tau)
+        torch.testing.assert_close(ref, la.clip_spectral_svd(dense + torch.outer(a, b), tau), rtol=0, atol=1e-13)
+        got = tr.step(a, b)
+        if got is None:  # the tracker declined: the caller projects densely and restarts it there
+            fallbacks += 1
+            tr = la.BallTracker(ref, tau)
+        else:
+            torch.testing.assert_close(got, ref, rtol=0, atol=1e-13 * tau)
+            clipped += int(la.spectral_norm_exact_svd(dense + torch.outer(a, b)) > tau)
+        dense = ref
+    # a start with a cluster of singular values exactly at tau makes the inertia count unreliable right above tau²
+    # (S(λ) has poles there): the tracker declines more often (correctly: every result it gives is exact)
+    assert clipped >= 10 and (fallbacks <= 2 or start == "clustered") and fallbacks < 25
+    # outside the ball at the start: the tracker declines rather than guess
+    assert la.BallTracker(D * 1.01, tau).step(a, b) is None
 
 def test_bidiagonal_norm_equals_svd_of_the_bidiagonal():
     rng = np.random.default_rng(8)

@@ -223,3 +223,120 @@ def clip_spectral_svd(D: torch.Tensor, tau: float) -> torch.Tensor:
     """The slow path of `clip_spectral` (full SVD), kept as the reference for tests."""
     U, S, Vh = torch.linalg.svd(D, full_matrices=False)
     return (U * S.clamp_max(tau).unsqueeze(-2)) @ Vh
+
+
+class BallTracker:
+    """Exact projections onto {||D||_2 <= tau} along a sequence D_{k+1} = P(D_k + a_k b_kᵀ) (projected ascent with
+    rank-one steps), without an O(n³) eigensolver per step.
+
+    D (a, b) starts at D_0 inside the ball; the Gram of D_0 is diagonalised once, G_0 = V_0 Λ_0 V_0ᵀ. Every later
+    iterate is D_0 + X Yᵀ (X, Y gain a column per step and per clipped direction), so the Gram of D' = D + a bᵀ is
+    G' = G_0 + Z M Zᵀ with Z = V_0ᵀ [Y, D_0ᵀX] and M = [[XᵀX, I], [I, 0]] (2r×2r, r columns). Above max Λ_0 (<= tau²)
+    the eigenvalues of G' are counted exactly by inertia (Haynsworth: the number above λ is #pos(S(λ)) − r,
+    S(λ) = −M⁻¹ + Zᵀ(λ − Λ_0)⁻¹Z, 2r×2r), found by safeguarded Newton on the eigenvalue of S that crosses 0, and
+    their vectors are v = V_0 (λ − Λ_0)⁻¹ Z y (y the null vector of S(λ)). A step costs O(ab + b r² + r³) instead
+    of the Gram and the tridiagonal reduction. `step` returns None where it cannot vouch for the result (more than
+    one eigenvalue above tau², a Newton iteration that does not settle, a residual ||G'v − λv|| above 1e-10 λ): the
+    caller then projects densely (`clip_spectral`) and starts a new tracker there (near a cluster of Λ_0 at tau², the
+    singular values of an earlier clip, the count right above tau² is unreliable and it declines by the count > 1
+    that interlacing rules out for an iterate in the ball). Eigenvalues within 1e-12 tau² of
+    the threshold are left unclipped (a change below 1e-12 tau, rounding). Equal to `clip_spectral` to rounding
+    (tests/test_linalg.py)."""
+
+    THRESH = 1e-12  # relative margin above tau² below which an eigenvalue counts as on the sphere
+
+    def __init__(self, D0: torch.Tensor, tau: float):
+        self.tau = float(tau)
+        self.D0 = D0.to(torch.float64)
+        lam, V = torch.linalg.eigh(self.D0.transpose(0, 1) @ self.D0)
+        self.lam0, self.V0 = lam, V
+        self.ok = bool(lam[-1] <= tau * tau * (1 + 1e-10))
+        self.D = self.D0.clone()
+        self.X: list[torch.Tensor] = []
+        self.Y: list[torch.Tensor] = []
+        self.ZY: list[torch.Tensor] = []
+        self.ZX: list[torch.Tensor] = []
+
+    def _S(self, lam: float, Z: torch.Tensor, Minv: torch.Tensor) -> torch.Tensor:
+        S = Z.transpose(0, 1) @ (Z / (lam - self.lam0).unsqueeze(-1)) - Minv
+        return 0.5 * (S + S.transpose(0, 1))
+
+    def step(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+        """P(D + a bᵀ) (a: (rows,), b: (cols,)), also the tracker's new iterate; None: project densely instead."""
+        if not self.ok:
+            return None
+        tau2 = self.tau * self.tau
+        Dp = self.D + torch.outer(a, b)
+        X, Y = self.X + [a], self.Y + [b]
+        ZY = self.ZY + [self.V0.transpose(0, 1) @ b]
+        ZX = self.ZX + [self.V0.transpose(0, 1) @ (self.D0.transpose(0, 1) @ a)]
+        r = len(X)
+        Xm = torch.stack(X, -1)
+        Z = torch.cat([torch.stack(ZY, -1), torch.stack(ZX, -1)], -1)  # (b, 2r)
+        eye = torch.eye(r, dtype=torch.float64)
+        Minv = torch.cat([torch.cat([torch.zeros(r, r, dtype=torch.float64), eye], 1),
+                          torch.cat([eye, -(Xm.transpose(0, 1) @ Xm)], 1)], 0)
+        lo = tau2 * (1 + self.THRESH)
+        if not lo > float(self.lam0[-1]):
+            return None
+
+        def count(lam: float) -> int:
+            return int((torch.linalg.eigvalsh(self._S(lam, Z, Minv)) > 0).sum()) - r
+
+        c = count(lo)
+        if c < 0:
+            return None
+        if c == 0:
+            out = Dp
+        elif c > 1:
+            return None
+        else:
+            nb = float(a.norm() * b.norm())
+            hi = (math.sqrt(lo) + nb) ** 2 * (1 + 1e-12)
+            if count(hi) != 0:
+                return None
+            lam = hi
+            y = None
+            for _ in range(100):
+                ev, vecs = torch.linalg.eigh(self._S(lam, Z, Minv))
+                phi, y = float(ev[r - 1]), vecs[:, r - 1]
+                if phi > 0:
+                    lo = lam
+                elif phi < 0:
+                    hi = lam
+                else:
+                    break
+                w = (Z @ y) / (lam - self.lam0)
+                dphi = -float((w * w).sum())
+                new = lam - phi / dphi if dphi < 0 else 0.5 * (lo + hi)
+                if not lo < new < hi:
+                    new = 0.5 * (lo + hi)
+                if abs(new - lam) <= 4e-16 * lam or hi - lo <= 4e-16 * hi:
+                    lam = new
+                    break
+                lam = new
+            else:
+                return None
+            # Rayleigh-Ritz on span V_0 (λ − Λ_0)⁻¹ Z, which holds the eigenvector: the vector to rounding, not to the
+            # conditioning of S (twice: the second at the Ritz value)
+            for _ in range(2):
+                Bx, _ = torch.linalg.qr(Z / (lam - self.lam0).unsqueeze(-1))  # coordinates in V_0
+                DB = Dp @ (self.V0 @ Bx)
+                hv, hw = torch.linalg.eigh(DB.transpose(0, 1) @ DB)
+                lam = float(hv[-1])
+                if not lam > tau2 * (1 + self.THRESH):
+                    return None
+            x = Bx @ hw[:, -1]
+            x = x / x.norm()
+            v = self.V0 @ x
+            w = Dp @ v
+            res = Dp.transpose(0, 1) @ w - lam * v
+            if not bool(res.norm() <= 1e-12 * lam):
+                return None
+            f = self.tau / math.sqrt(lam) - 1
+            out = Dp + torch.outer(f * w, v)
+            X, Y = X + [f * w], Y + [v]
+            ZY = ZY + [x]
+            ZX = ZX + [self.V0.transpose(0, 1) @ (self.D0.transpose(0, 1) @ (f * w))]
+        self.D, self.X, self.Y, self.ZY, self.ZX = out, X, Y, ZY, ZX
+        return out
