@@ -86,6 +86,14 @@ def test_patch_norm_ratio_against_loop_reference():
     assert math.isclose(float(du.patches(x, 3).norm() ** 2), ref, rel_tol=1e-12)
 
 
+
+@pytest.mark.parametrize("p", [1, 2, 5])
+def test_patch_norm_ratio_with_one_pixel_patches_is_one_and_never_nan(p):
+    """q = 1: phi is the identity, so both sides read exactly 1 on every draw (the boundary third once gave 0/0)."""
+    for side in ("lower", "upper"):
+        v = q("du2018-patch-norm-ratio", ctx({"C": 3, "p": p, "q": 1}, R=300, seed=5, args={"side": side})).value
+        assert bool(torch.isfinite(v).all()) and torch.allclose(v, torch.ones_like(v), rtol=1e-12)
+
 def test_weyl_ratio_worst_direction_is_exactly_three_quarters():
     v = q("du2018-weyl-ratio", ctx({"n": 5}, R=200)).value
     assert bool((v >= 0.75 - 1e-9).all()) and float(v.min()) < 0.75 + 1e-9  # attained by -lambda_0/4 v v^T

@@ -793,7 +793,8 @@ def patch_norm_ratio(ctx: Context) -> Observation:
     pix = torch.arange(p).reshape(1, 1, p)
     r = (q - 1) // 2
     boundary = (pix < r) | (pix >= p - r)
-    x = torch.where((mode == 1) & ~boundary, 0.0, x)
+    # q = 1 has no boundary pixels: its "boundary" third stays spread (zeroing every pixel gave 0/0)
+    x = torch.where((mode == 1) & ~boundary & bool(boundary.any()), 0.0, x)
     x = torch.where((mode == 2) & boundary & (p > 2 * r), 0.0, x)
     ratio = net.patches(x, q).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1)
     side = ctx.arg("side", "upper")
