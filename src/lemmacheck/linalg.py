@@ -274,8 +274,9 @@ class BallTracker:
         Xm = torch.stack(X, -1)
         Z = torch.cat([torch.stack(ZY, -1), torch.stack(ZX, -1)], -1)  # (b, 2r)
         eye = torch.eye(r, dtype=torch.float64)
-        Minv = torch.cat([torch.cat([torch.zeros(r, r, dtype=torch.float64), eye], 1),
-                          torch.cat([eye, -(Xm.transpose(0, 1) @ Xm)], 1)], 0)
+        XtX = Xm.transpose(0, 1) @ Xm
+        zero = torch.zeros(r, r, dtype=torch.float64)
+        Minv = torch.cat([torch.cat([zero, eye], 1), torch.cat([eye, -XtX], 1)], 0)
         lo = tau2 * (1 + self.THRESH)
         if not lo > float(self.lam0[-1]):
             return None
@@ -311,21 +312,28 @@ class BallTracker:
                 new = lam - phi / dphi if dphi < 0 else 0.5 * (lo + hi)
                 if not lo < new < hi:
                     new = 0.5 * (lo + hi)
-                if abs(new - lam) <= 4e-16 * lam or hi - lo <= 4e-16 * hi:
+                if abs(new - lam) <= 1e-10 * lam or hi - lo <= 1e-10 * hi:  # Rayleigh-Ritz below finishes
                     lam = new
                     break
                 lam = new
             else:
                 return None
-            # Rayleigh-Ritz on span V_0 (λ − Λ_0)⁻¹ Z, which holds the eigenvector: the vector to rounding, not to the
-            # conditioning of S (twice: the second at the Ritz value)
-            for _ in range(2):
-                Bx, _ = torch.linalg.qr(Z / (lam - self.lam0).unsqueeze(-1))  # coordinates in V_0
-                DB = Dp @ (self.V0 @ Bx)
-                hv, hw = torch.linalg.eigh(DB.transpose(0, 1) @ DB)
-                lam = float(hv[-1])
-                if not lam > tau2 * (1 + self.THRESH):
-                    return None
+            # Rayleigh-Ritz on span V_0 (λ − Λ_0)⁻¹ Z = range((G' − λ)⁻¹ Z) (a shift-and-invert block step, which holds
+            # the eigenvector at the root): first on the structured Gram Λ_0 + Z M Zᵀ (cheap), then at that Ritz value
+            # on D' itself, which gives the vector to rounding rather than to the conditioning of S
+            M = torch.cat([torch.cat([XtX, eye], 1), torch.cat([eye, zero], 1)], 0)
+            Bx, _ = torch.linalg.qr(Z / (lam - self.lam0).unsqueeze(-1))  # coordinates in V_0
+            BZ = Bx.transpose(0, 1) @ Z
+            H = Bx.transpose(0, 1) @ (self.lam0.unsqueeze(-1) * Bx) + BZ @ M @ BZ.transpose(0, 1)
+            lam = float(torch.linalg.eigvalsh(0.5 * (H + H.transpose(0, 1)))[-1])
+            if not lam > float(self.lam0[-1]):
+                return None
+            Bx, _ = torch.linalg.qr(Z / (lam - self.lam0).unsqueeze(-1))
+            DB = Dp @ (self.V0 @ Bx)
+            hv, hw = torch.linalg.eigh(DB.transpose(0, 1) @ DB)
+            lam = float(hv[-1])
+            if not lam > tau2 * (1 + self.THRESH):
+                return None
             x = Bx @ hw[:, -1]
             x = x / x.norm()
             v = self.V0 @ x
