@@ -172,6 +172,13 @@ class ClaimView:
         return bool(self.res and self.res.ok)
 
     @property
+    def expect(self) -> str:
+        """The verdict this run's profile expects ("" when the claim could not be rebuilt)."""
+        if self.res:
+            return self.res.expect
+        return self.claim.expect if self.claim else ""
+
+    @property
     def seconds(self) -> float:
         return float(sum(c.seconds for c in self.res.configs)) if self.res else 0.0
 

@@ -192,7 +192,7 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         body.append(f'<div class="card warnbox">{esc(n)}</div>')
 
     # Confirmed findings first: they are the point of the exercise.
-    findings = [v for v in views if v.claim and (v.res.expect if v.res else v.claim.expect) == "violated"]
+    findings = [v for v in views if v.expect == "violated"]
     if findings:
         items = []
         for v in sorted(findings, key=lambda v: (v.paper, label_key(v.label))):
@@ -326,7 +326,7 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
     if v.change is not None and v.change.any:
         classes.append("changed")
     flags = flags_html(v.res.flags) if v.res else ""
-    expect = (v.res.expect if v.res else v.claim.expect) if v.claim else ""
+    expect = v.expect
     unexpected = ""
     if v.res and v.verdict != expect:
         unexpected = f'<span class="flag bad" title="the claim file expects {esc(expect)}">expected ' \
