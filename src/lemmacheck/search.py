@@ -54,13 +54,22 @@ def _grad(target: Target, Ws: list[torch.Tensor], Ds: list[torch.Tensor]) -> tup
     return val.detach(), [torch.zeros_like(D) if g is None else g for D, g in zip(Ds, grads)]
 
 
+Stepper = Callable[[list[torch.Tensor], list[torch.Tensor]], list[torch.Tensor]]
+
+
 def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, gen: torch.Generator,
              *, steps: int = 30, restarts: int = 1, lr: float = 0.3,
-             norm: str = "spectral") -> tuple[torch.Tensor, torch.Tensor]:
+             norm: str = "spectral", stepper: Callable[[], Stepper] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Largest target value found within the per-layer ball of radius tau in `norm` ("spectral" or
     "frobenius"), per replicate; also returns which search found it (0 = random, 1 = gradient,
-    2 = adversarial), so reports can say what refuted a bound."""
+    2 = adversarial), so reports can say what refuted a bound.
+
+    `stepper()` makes, for each ascent start, the function that takes (Ds, ascent steps) to the projected next Ds;
+    the default projects every layer with the ball's projection. A stepper that keeps state along one start
+    (zou2018's rank-one tracked projections) must return the same projection to rounding."""
     scale, project = BALLS[norm]
+    if stepper is None:
+        stepper = lambda: lambda Ds, moves: [project(D + s, tau) for D, s in zip(Ds, moves)]
     level = SEARCH_ORDER[method]
     if level == 0:
         with torch.no_grad():
@@ -87,14 +96,15 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
         starts.append(Ds)
     if level >= 3:
         for Ds in starts:
+            step = stepper()
             for _ in range(steps):
                 val, g = _grad(target, Ws, Ds)
                 better = val > best
                 best = torch.where(better, val, best)
                 found = torch.where(better, torch.full_like(found, 2), found)
-                # Normalised ascent step, then projection back onto the spectral ball.
-                Ds = [project(D + lr * tau * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1), tau)
-                      for D, gi in zip(Ds, g)]
+                # Normalised ascent step, then projection back onto the ball.
+                Ds = step(Ds, [lr * tau * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1)
+                               for gi in g])
             with torch.no_grad():
                 val = target([W + D for W, D in zip(Ws, Ds)])
             better = val > best

@@ -13,6 +13,7 @@ import torch
 
 from ..context import Context, Observation
 from ..linalg import (
+    BallTracker,
     gaussian_spectral_norm,
     low_rank_spectral_norm,
     spectral_norm,
@@ -21,7 +22,7 @@ from ..linalg import (
 )
 from ..nets import zou2018 as net
 from ..registry import QUANTITIES
-from ..search import maximise, random_perturbation
+from ..search import BALLS, maximise, random_perturbation
 
 NET = (net.NAME,)
 
@@ -114,67 +115,42 @@ def _rank_one(S: torch.Tensor, tol: float = 1e-13) -> tuple[torch.Tensor, torch.
 
 def maximise_tracked(target, Ws: list[torch.Tensor], tau: float, method: str, gen: torch.Generator, *,
                      steps: int = 30, lr: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
-    """`search.maximise` over spectral balls (one restart), the same iteration and the same draws, with the
+    """`search.maximise` over spectral balls (one restart: the same iteration and the same draws) with the
     adversarial ascent's projections of large matrices done by `linalg.BallTracker`: the target's gradient with
     respect to each layer is rank one (a maximum over l, i of one input's trajectory), so every step is D + a bᵀ and
-    the projection needs no O(m³) eigensolver. A step that is not rank one (to 1e-13, computed), or that the
-    tracker cannot vouch for, is projected densely by `clip_spectral` and the tracker restarts from there. Equal to
-    `maximise` to rounding (tests/test_fast_paths.py)."""
-    from .. import search
-    from ..linalg import BallTracker
+    the projection needs no O(m³) eigensolver. Equal to `maximise` to rounding (tests/test_fast_paths.py)."""
+    return maximise(target, Ws, tau, method, gen, steps=steps, lr=lr, stepper=lambda: _tracked_stepper(tau))
 
-    if search.SEARCH_ORDER[method] < 3:
-        return maximise(target, Ws, tau, method, gen, steps=steps, lr=lr)
-    scale, project = search.BALLS["spectral"]
-    best = torch.full((Ws[0].shape[0],), -torch.inf, dtype=Ws[0].dtype)
-    found = torch.zeros_like(best)
-    Ds = [scale(torch.randn(W.shape, generator=gen, dtype=W.dtype), tau) for W in Ws]
-    with torch.no_grad():
-        val = target([W + D for W, D in zip(Ws, Ds)])
-    best = torch.where(val > best, val, best)
-    starts = [Ds]
-    _, g = search._grad(target, Ws, [torch.zeros_like(W) for W in Ws])
-    Ds = [scale(gi + 1e-30 * torch.randn(gi.shape, generator=gen, dtype=gi.dtype), tau) for gi in g]
-    with torch.no_grad():
-        val = target([W + D for W, D in zip(Ws, Ds)])
-    better = val > best
-    best = torch.where(better, val, best)
-    found = torch.where(better, torch.ones_like(found), found)
-    starts.append(Ds)
-    for Ds in starts:
-        trackers: dict[tuple[int, int], BallTracker] = {}
-        for _ in range(steps):
-            val, g = search._grad(target, Ws, Ds)
-            better = val > best
-            best = torch.where(better, val, best)
-            found = torch.where(better, torch.full_like(found, 2), found)
-            new = []
-            for li, (D, gi) in enumerate(zip(Ds, g)):
-                step = lr * tau * gi / gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1)
-                if min(D.shape[-2:]) < TRACK_MIN or D.shape[-2] < D.shape[-1]:
-                    new.append(project(D + step, tau))
-                    continue
-                out = torch.empty_like(D)
-                for r in range(D.shape[0]):
-                    res = None
-                    ab = _rank_one(step[r])
-                    if ab is not None:
-                        tr = trackers.get((li, r))
-                        if tr is None or tr.D is not D[r] and not torch.equal(tr.D, D[r]):
-                            tr = trackers[(li, r)] = BallTracker(D[r], tau)
-                        res = tr.step(*ab)
-                    if res is None:
-                        res = project((D[r] + step[r]).unsqueeze(0), tau)[0]
-                        trackers.pop((li, r), None)
-                    out[r] = res
-                new.append(out)
-            Ds = new
-        with torch.no_grad():
-            val = target([W + D for W, D in zip(Ws, Ds)])
-        better = val > best
-        best = torch.where(better, val, best)
-        found = torch.where(better, torch.full_like(found, 2), found)
-    return best, found
+
+def _tracked_stepper(tau: float):
+    """One ascent start's projection: a step that is not rank one (to 1e-13, computed), or that the tracker cannot
+    vouch for, is projected densely by `clip_spectral` and that replicate's tracker restarts from there."""
+    project = BALLS["spectral"][1]
+    trackers: dict[tuple[int, int], BallTracker] = {}
+
+    def step(Ds: list[torch.Tensor], moves: list[torch.Tensor]) -> list[torch.Tensor]:
+        new = []
+        for li, (D, move) in enumerate(zip(Ds, moves)):
+            if min(D.shape[-2:]) < TRACK_MIN or D.shape[-2] < D.shape[-1]:
+                new.append(project(D + move, tau))
+                continue
+            out = torch.empty_like(D)
+            for r in range(D.shape[0]):
+                res = None
+                ab = _rank_one(move[r])
+                if ab is not None:
+                    tr = trackers.get((li, r))
+                    if tr is None or tr.D is not D[r] and not torch.equal(tr.D, D[r]):
+                        tr = trackers[(li, r)] = BallTracker(D[r], tau)
+                    res = tr.step(*ab)
+                if res is None:
+                    res = project((D[r] + move[r]).unsqueeze(0), tau)[0]
+                    trackers.pop((li, r), None)
+                out[r] = res
+            new.append(out)
+        return new
+
+    return step
 
 
 @QUANTITIES.register("sparse-backward-sup", "max over l, i of sup_{unit s-sparse a} v^T (prod_{r=l}^L "
