@@ -151,6 +151,32 @@ def test_du2018_column_gd_equals_the_general_path(kind, track):
     assert not torch.allclose(off.loss, slow.loss, rtol=1e-10, atol=1e-13)
 
 
+def test_du2018_gd_in_replicate_chunks_equals_one_batch(monkeypatch):
+    """GD runs replicates in cache-sized chunks (GD_CACHE_BYTES); the chunks' trajectories, weights and the
+    per-replicate λ and η line up with the one-batch run (chunk sizes 1 and 2 of 3 replicates, one uneven)."""
+    from lemmacheck import kernels
+    from lemmacheck.nets import du2018 as du
+
+    g = torch.Generator().manual_seed(4)
+    R, n, d, m, H, T = 3, 4, 6, 16, 3, 6
+    X = du.as_images(torch.nn.functional.normalize(torch.randn(R, n, d, generator=g, dtype=torch.float64), dim=-1))
+    y = torch.randn(R, n, generator=g, dtype=torch.float64)
+    dn = du.make_net("resnet", X, m=m, H=H, act=kernels.get_activation("softplus"))
+    Ws, a = du.init(torch.Generator().manual_seed(5), R, dn, X.shape[2])
+    eta = torch.tensor([0.05, 0.1, 0.02], dtype=torch.float64)
+    whole = du.gradient_descent(dn, Ws, a, X, y, eta, T)
+    per_replicate = sum(w[0].numel() * w.element_size() for w in Ws)
+    for c in (1, 2):
+        monkeypatch.setattr(du, "GD_CACHE_BYTES", c * per_replicate)
+        part = du.gradient_descent(dn, Ws, a, X, y, eta, T)
+        for f in ("loss", "movement", "step", "grad_norm", "residual_norm", "du", "i1", "lam_min_gram_last"):
+            torch.testing.assert_close(getattr(part, f), getattr(whole, f), rtol=1e-12, atol=1e-15, msg=f)
+        for w, w_ref in zip(part.weights, whole.weights):
+            torch.testing.assert_close(w, w_ref, rtol=1e-12, atol=1e-15)
+    # teeth: chunks that dropped λ's per-replicate slicing would pair replicate 2's data with replicate 0's λ
+    assert not torch.allclose(dn.lam[:1].expand(R), dn.lam)
+
+
 def test_forward_perturbation_tracked_search_equals_the_dense_search(monkeypatch):
     """zou2018 forward-perturbation's ascent with rank-one steps projected by linalg.BallTracker finds the same
     value (same draws, same iterates to rounding) as search.maximise with dense projections; the tracker is used

@@ -37,7 +37,7 @@ B-grad: the consistent reading), and is checked against autograd in the tests.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -394,7 +394,15 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
     if columns is None:
         columns = X.shape[-1] == 1 and net.q == 1
     if columns:
-        return _gd_columns(net, Ws, a, X, y, eta_t, steps, track_gram, track_movement, track_terms)
+        # Replicates in chunks whose weights stay in the last-level cache: GD reads every weight three times a
+        # step, and streaming R·H·m² numbers from memory doubled the time per replicate (m = 512, H = 4: 0.22 s at
+        # 8 replicates, 0.48 s at 48). Each replicate's trajectory is its own, so chunking changes no number.
+        per_replicate = sum(w[0].numel() * w.element_size() for w in Ws)
+        c = max(1, GD_CACHE_BYTES // max(per_replicate, 1))
+        parts = [_gd_columns(_replicates(net, i, i + c), [w[i:i + c] for w in Ws], a[i:i + c], X[i:i + c],
+                             y[i:i + c], eta_t[i:i + c], steps, track_gram, track_movement, track_terms)
+                 for i in range(0, R, c)]
+        return parts[0] if len(parts) == 1 else _concat(parts)
     W0 = Ws
     W = [w.clone() for w in Ws]
     losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
@@ -426,6 +434,20 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
         prev_out = fwd.out
     return _trajectory(net, X, steps, losses, moves, stepn, gn, rn, dus, i1s, lmins, W, track_gram, track_movement,
                        track_terms)
+
+
+GD_CACHE_BYTES = 32 << 20  # weights of one GD chunk of replicates (measured: the time per replicate doubles past ~48 MB)
+
+
+def _replicates(net: DuNet, i: int, j: int) -> DuNet:
+    """The network of replicates i..j−1 (λ is per replicate; everything else is shared)."""
+    return net if net.lam is None else replace(net, lam=net.lam[i:j])
+
+
+def _concat(parts: list[Trajectory]) -> Trajectory:
+    """Chunks of replicates' trajectories as one (every field is per replicate along dim 0)."""
+    cat = {f.name: torch.cat([getattr(p, f.name) for p in parts]) for f in fields(Trajectory) if f.name != "weights"}
+    return Trajectory(**cat, weights=[torch.cat(ws) for ws in zip(*(p.weights for p in parts))])
 
 
 def _trajectory(net: DuNet, X: torch.Tensor, steps: int, losses, moves, stepn, gn, rn, dus, i1s, lmins, W,
