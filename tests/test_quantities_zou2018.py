@@ -478,6 +478,40 @@ def test_relu_integral_closed_forms_against_monte_carlo():
     assert (est("relu-integral-quadrature-error", ctx({}, R=3, seed=29)).value < 1e-9).all()
 
 
+def _relu_integrals_closed(a):
+    c = math.sqrt(1 - a * a)
+    return c ** 3 / (2 * math.pi), -a * math.acos(a) / (2 * math.pi) + a * a * c / (2 * math.pi)
+
+
+@pytest.mark.parametrize("a", [-0.999, -0.99, -0.9, 0.0, 0.9, 0.999])
+def test_relu_integrals_quadrature_near_minus_one(a):
+    """The polar-coordinate quadrature of the printed I_1, I_2 meets the closed forms to 1e-10 up to alpha = -0.999
+    (the full profile's 2/40 violations at alpha_min = -0.99 were quadrature error, not a failure of (A.1))."""
+    q1, q2 = gq.relu_integrals_quadrature(a)
+    c1, c2 = _relu_integrals_closed(a)
+    assert abs(q1 - c1) < 1e-10 and abs(q2 - c2) < 1e-10
+
+
+@pytest.mark.parametrize("a", [-0.999, -0.99])
+def test_relu_integrals_cartesian_quadrature_fails_near_minus_one(a):
+    """Regression: the estimator's former Cartesian dblquad (inner limit a u_1 / sqrt(1 - a^2), slope -7 at -0.99)
+    misses the closed forms by more than the claim's 1e-8 there, which is what the polar form fixes."""
+    from scipy import integrate
+
+    c = math.sqrt(1 - a * a)
+    q1 = c / (2 * math.pi) * integrate.dblquad(lambda u2, u1: u1 * u2 * math.exp(-0.5 * (u1 * u1 + u2 * u2)), 0,
+                                               math.inf, lambda u1: a * u1 / c, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
+    q2 = -a / (2 * math.pi) * integrate.dblquad(lambda u2, u1: u1 * u1 * math.exp(-0.5 * (u1 * u1 + u2 * u2)), 0,
+                                                math.inf, lambda u1: a * u1 / c, math.inf, epsabs=1e-13, epsrel=1e-12)[0]
+    c1, c2 = _relu_integrals_closed(a)
+    assert max(abs(q1 - c1), abs(q2 - c2)) > 1e-8
+
+
+def test_relu_integral_quadrature_error_estimator_near_minus_one():
+    # 40 draws in (-0.999, 0.999): every one within 1e-10 (the claim's bound is 1e-8)
+    assert (est("relu-integral-quadrature-error", ctx({"alpha_min": -0.999}, R=40, seed=31)).value < 1e-10).all()
+
+
 def test_minibatch_variance_ratio_is_finite_population_correction():
     for n, B in ((5, 1), (6, 2), (7, 7), (9, 4)):
         v = est("minibatch-variance-ratio", ctx({"n": n, "B": B}, R=50, seed=30)).value
