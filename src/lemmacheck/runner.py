@@ -310,7 +310,7 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
     if len(shards) >= p.n_shards or any(s.error for s in shards):
         return None
     if shards:
-        cr = _shards_result(claim, j, p.params, p.seed, shards, p.shard_size, p.replicates, True, anytime=True)
+        cr, _ = _shards_result(claim, j, p.params, p.seed, shards, p.shard_size, p.replicates, True, anytime=True)
         if cr.verdict in ("holds", "violated"):
             return None
     return _task(claim, j, p, len(shards))
@@ -318,17 +318,19 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
 
 def _shards_result(claim: Claim, index: int, params: dict[str, float], seed: int, shards: list[ShardRecord],
                    shard_size: int, planned: int, sequential: bool, anytime: bool):
-    """One configuration's verdict from its stored shards (in shard order)."""
+    """One configuration's verdict from its stored shards (in shard order), and its finite valid draws (what a
+    scaling fit reads)."""
     value = np.concatenate([s.value for s in shards])
     valid = np.concatenate([s.valid for s in shards])
     shard_of = np.concatenate([np.full(len(s.value), s.shard_index) for s in shards])
     pos = np.concatenate([np.arange(len(s.value)) for s in shards])
     errors = [s.error for s in shards if s.error]
     methods = sorted({s.method for s in shards if s.method})
-    return config_result(claim, index, params, seed, value, valid, shard_of, pos, "; ".join(methods),
-                         float(sum(s.seconds for s in shards)), errors, shard_size=shard_size, anytime=anytime,
-                         dtype=shards[0].dtype, scale=shard_scale(shards), reached=shard_extra(shards, "reached"),
-                         budget=shard_extra(shards, "budget"), planned=planned, sequential=sequential)
+    cr = config_result(claim, index, params, seed, value, valid, shard_of, pos, "; ".join(methods),
+                       float(sum(s.seconds for s in shards)), errors, shard_size=shard_size, anytime=anytime,
+                       dtype=shards[0].dtype, scale=shard_scale(shards), reached=shard_extra(shards, "reached"),
+                       budget=shard_extra(shards, "budget"), planned=planned, sequential=sequential)
+    return cr, value[valid & np.isfinite(value)]
 
 
 def _worker_init() -> None:
@@ -533,14 +535,12 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
                 continue
             # An early-stopping configuration that stopped before its planned shards was decided by the
             # anytime-valid sequence; one that spent them all reads the fixed-size interval at the full size.
-            planned_shards = math.ceil(c["replicates"] / c["shard_size"])
+            planned = ConfigPlan(c["params"], c["seed"], c["replicates"], c["shard_size"])
             early = bool(c["early_stop"])
-            cr = _shards_result(claim, c["index"], c["params"], c["seed"], shards, c["shard_size"], c["replicates"],
-                                early, anytime=early and len(shards) < planned_shards)
+            cr, sample = _shards_result(claim, c["index"], c["params"], c["seed"], shards, c["shard_size"],
+                                        c["replicates"], early, anytime=early and len(shards) < planned.n_shards)
             cfgs.append(cr)
-            value = np.concatenate([s.value for s in shards])
-            valid = np.concatenate([s.valid for s in shards])
-            samples.append(value[valid & np.isfinite(value)])
+            samples.append(sample)
         results.append(claim_result(claim, cfgs, samples, profile=profile))
     return results
 
