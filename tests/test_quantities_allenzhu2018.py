@@ -371,3 +371,38 @@ def test_segment_norms_reusing_products_equal_every_segment_from_scratch(leading
     ref = torch.stack([torch.linalg.matrix_norm(M, ord=2).amax(-1) for M in segs]).amax(0)
     got = obs("rnn-segment-spectral-norm", pa, {"leading_w": leading_w}, R=3, seed=6).value
     torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_fresh_norms_domain_is_definition_b1_and_every_planned_b6_config_lies_in_it():
+    """Definition B.1's U_l is m x nl column-orthonormal: it exists iff nl <= m. At n(L-1) = m it is square and the
+    last fresh norm is 0; beyond, the estimator refuses, so no profile of Lemma B.6 may plan such a configuration
+    (its full profile once planned n = 4, L = 10 at m = 32 and errored)."""
+    from pathlib import Path
+
+    from lemmacheck.claims import load_claim
+    from lemmacheck.errors import EstimatorError
+    from lemmacheck.runner import plan
+
+    g = torch.Generator().manual_seed(3)
+    X = net.rnn_sequences(g, 2, n=2, L=5, dx=4, separation=0.2)  # n(L-1) = 8 = m
+    W, A, B = net.init(g, 2, 8, 4, 1)
+    F = net.fresh_norms(net.forward(W, A, B, X))
+    assert float(F[..., -1].abs().max()) < 1e-12 and float(F[..., :-1].min()) > 1e-6
+    X = net.rnn_sequences(g, 2, n=3, L=4, dx=4, separation=0.2)  # n(L-1) = 9 > m
+    with pytest.raises(EstimatorError, match="Definition B.1"):
+        net.fresh_norms(net.forward(W, A, B, X))
+    claim = load_claim(Path(__file__).parents[1] / "claims/allenzhu2018/lemma-b.6-fresh-norm.toml")
+    for profile in ("quick", "full"):
+        for p in plan(claim, profile, 0):
+            assert p.params["n"] * (p.params["L"] - 1) <= p.params["m"], (profile, p.params)
+
+
+def test_sparse_split_is_zero_not_nan_when_the_flip_adversary_affords_no_flip():
+    """Claim C.6 at m = 64, tau0 = 0.1: on some draws no sign fits the budget, W' = 0, x = D'g = 0 and tau1 = 0, so
+    both the split's mass and its bound are 0 (the old ratio was 0/0 = NaN). y = 0 meets the claim: the value is 0."""
+    p = {"m": 64, "L": 3, "n": 1, "dx": 5, "d": 1, "delta": 0.2, "tau0": 0.1}
+    o = obs("rnn-sparse-split", p, {"source": "flips"}, R=40, seed=0, search="adversarial")
+    none = o.extras["no_flip"] > 0
+    assert 0 < int(none.sum()) < 40  # both cases occur at this radius
+    assert bool(torch.isfinite(o.value).all())
+    assert float(o.value[none].abs().max()) == 0.0 and float(o.value.min()) >= 0.0

@@ -293,11 +293,12 @@ def fresh_norms(fwd: Forward) -> torch.Tensor:
     """||(I − U_ℓ U_ℓᵀ) h_{i,ℓ+1}|| for ℓ = 0..L-1, (R, n, L) (Lemma B.6), U_ℓ = GS(h_{1,1}, …, h_{n,1}, …, h_{n,ℓ}).
 
     U_ℓ is taken from a Householder QR of the nℓ columns (orthonormal, spanning them; where a Gram-Schmidt residual
-    vanishes the paper takes an arbitrary orthogonal unit vector, as QR does). Needs n(L-1) < m."""
+    vanishes the paper takes an arbitrary orthogonal unit vector, as QR does). Needs n(L-1) <= m (Definition B.1:
+    U_{L-1} is m x n(L-1) column-orthonormal); at equality U_{L-1} is square and the last fresh norm is 0."""
     R, n, _, m = fwd.h.shape
     L = fwd.L
-    if n * (L - 1) >= m:
-        raise EstimatorError(f"fresh norms need n(L-1) < m, got n={n}, L={L}, m={m}")
+    if n * (L - 1) > m:
+        raise EstimatorError(f"fresh norms need n(L-1) <= m (Definition B.1), got n={n}, L={L}, m={m}")
     out = torch.empty(R, n, L, dtype=fwd.h.dtype)
     out[:, :, 0] = fwd.h[:, :, 1].norm(dim=-1)
     for l in range(1, L):

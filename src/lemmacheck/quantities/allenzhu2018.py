@@ -1314,14 +1314,22 @@ def sparse_split(ctx: Context) -> Observation:
             raise EstimatorError(f"args.source = {src!r}: one of random, flips")
         t = 4 * T5 * math.log(m) / m
         bound = 3 * T5 * T4.sqrt() * math.log(m) ** 2 / m ** (2 / 3)
+        # When the flip adversary cannot afford one flip at this radius (greedy_flip_vector returns u = 0, so W' = 0),
+        # g' = 0, tau1 = 0 and x = D'g = 0: y = 0 splits as y1 = y2 = 0 and meets both zero bounds, so the ratio is
+        # 0, not 0/0. bound = 0 only happens there (tau1 = 0 means W'h_1 = 0, i.e. W' = 0).
+        safe = torch.where(bound > 0, bound, torch.ones_like(bound))
+
+        def ratio(y: torch.Tensor) -> torch.Tensor:
+            return torch.where(bound > 0, (y.abs() - t.unsqueeze(-1)).clamp_min(0).norm(dim=-1) / safe, 0.0)
+
         best = torch.zeros(R, dtype=W.dtype)
         for b in range(b0, L + 1):
             y = (x.unsqueeze(1) @ W.transpose(-1, -2)).squeeze(1)  # W~ x (l + 1 = b)
-            best = torch.maximum(best, (y.abs() - t.unsqueeze(-1)).clamp_min(0).norm(dim=-1) / bound)
+            best = torch.maximum(best, ratio(y))
             for l in range(b, L):
                 y = ((D[:, 0, l] * y).unsqueeze(1) @ W.transpose(-1, -2)).squeeze(1)  # W~ D~_l ... (sequence 1's patterns)
-                best = torch.maximum(best, (y.abs() - t.unsqueeze(-1)).clamp_min(0).norm(dim=-1) / bound)
-    return Observation(best, method=f"x from {src}; exact optimal split")
+                best = torch.maximum(best, ratio(y))
+    return Observation(best, extras={"no_flip": (bound <= 0).to(W.dtype)}, method=f"x from {src}; exact optimal split")
 
 
 @QUANTITIES.register("rnn-arbitrary-pattern-norm", "Claim C.8: max over i and segments of ||prod (D~_l + D'_l) W~||_2 for "
