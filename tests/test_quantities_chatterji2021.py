@@ -451,3 +451,41 @@ def test_lemma_b5_core_inequality_for_random_nets(seed, L, scale):
     prod = torch.stack([q._op_norm(V) for V in Vs], -1).prod(-1)
     amgm = (net.collective_norm(Vs) / math.sqrt(L + 1)) ** (L + 1)
     assert (out <= prod * (1 + 1e-12)).all() and (prod <= amgm * (1 + 1e-12)).all()
+
+
+@pytest.mark.parametrize("mv", [-2458.3, -30.0, 0.0, 2.5, 40.0, 719.4, 744.9, 2000.0, 40000.0])
+@pytest.mark.parametrize("dm", [-1e-2, -3.3e-7, 1e-9, 4e-5])
+def test_g_lipschitz_ratio_against_high_precision(mv, dm):
+    """|g(V) - g(W)| / J(V) from the margins, against 60-digit arithmetic on the same float margins. Beyond
+    m ~ 745 g and J underflow (the direct quotient was 0/0 = NaN, and 0 already at J subnormal, m = 719)."""
+    out_v = torch.tensor([[mv]], dtype=F64)
+    out_w = out_v + dm
+    got = float(q.g_lipschitz_ratio(out_v, out_w, torch.ones(1, 1, dtype=F64))[0, 0])
+    with mpmath.workdps(60):
+        a, b = mpmath.mpf(float(out_v)), mpmath.mpf(float(out_w))
+        ref = abs(1 / (1 + mpmath.e ** a) - 1 / (1 + mpmath.e ** b)) / mpmath.log1p(mpmath.e ** (-a))
+    # the margin change carries rounding eps |m| (it is formed from the two margins, as in the estimator)
+    assert got == pytest.approx(float(ref), rel=1e-9 + 4e-16 * abs(mv) / abs(dm))
+
+
+def test_b12_ratio_is_finite_where_the_losses_underflow():
+    """Large weights (scale 40: margins in the thousands, J_s below float64's range) gave NaN draws of Lemma B.12's
+    ratio; now every draw is a number, and each valid one sits under the bound (the lemma, with large slack)."""
+    o = q.perturbation_ratio(ctx({"p": 4, "L": 1, "n": 3, "h": 1.0, "scale": 40.0}, R=32,
+                                 args={"part": "b12", "weights": "init"}))
+    assert torch.isfinite(o.value).all() and o.valid.sum() >= 16
+    assert (o.value[o.valid] < 1).all() and (o.value[o.valid] > 0).any()
+
+
+def test_segment_condition_is_checked_where_the_losses_underflow():
+    """J_s(V + t D) <= 2 J_s(V) with every J underflowing: margin 2000 -> 1980 multiplies J by e^20, a failure the
+    raw comparison (0 <= 2 * 0) passed; a move that raises the margin passes."""
+    X = torch.tensor([[[1.0, 0.0]]], dtype=F64)
+    Vs = [torch.eye(2, dtype=F64)[None] * 100.0, torch.tensor([[[20.0, 0.0]]], dtype=F64)]  # f = 2000 (L = 1)
+    y = torch.ones(1, 1, dtype=F64)
+    act = net.activation("huberized-relu", 0.1)
+    logJ0 = q._per_sample_log_loss(net.forward(Vs, X, act).out, y)
+    assert float(logJ0) < -1990 and float(torch.exp(logJ0)) == 0.0
+    down = [torch.zeros_like(Vs[0]), -0.01 * Vs[1]]
+    assert not bool(q._segment_ok(Vs, down, X, y, act, logJ0)[0])
+    assert bool(q._segment_ok(Vs, [torch.zeros_like(Vs[0]), 0.01 * Vs[1]], X, y, act, logJ0)[0])

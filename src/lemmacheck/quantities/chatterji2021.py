@@ -760,13 +760,31 @@ def _per_sample_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.softplus(-net.margins(out, y))
 
 
-def _segment_ok(Vs, Ds, X, y, act, J0: torch.Tensor, points: int = 16, factor: float = 2.0) -> torch.Tensor:
-    """J_s(V + t D) <= factor J_s(V) for all s at t = 1/points .. 1 (the convex-combination hypothesis)."""
+def _per_sample_log_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """log J_s, finite where J_s underflows float64 (small-loss weights: margins of thousands, J_s ~ e^{-2000})."""
+    return net._log_softplus_neg(net.margins(out, y))
+
+
+def _segment_ok(Vs, Ds, X, y, act, logJ0: torch.Tensor, points: int = 16, factor: float = 2.0) -> torch.Tensor:
+    """J_s(V + t D) <= factor J_s(V) for all s at t = 1/points .. 1 (the convex-combination hypothesis), compared in
+    log form: compared raw, J_s = 0 = J_s(V + t D) after underflow passed unchecked."""
     ok = torch.ones(X.shape[0], dtype=torch.bool)
     for t in torch.linspace(1.0 / points, 1.0, points).tolist():
-        Jt = _per_sample_loss(net.forward([v + t * d for v, d in zip(Vs, Ds)], X, act).out, y)
-        ok &= (Jt <= factor * J0 * (1 + 1e-12)).all(-1)
+        logJt = _per_sample_log_loss(net.forward([v + t * d for v, d in zip(Vs, Ds)], X, act).out, y)
+        ok &= (logJt <= math.log(factor) + logJ0 + 1e-12).all(-1)
     return ok
+
+
+def g_lipschitz_ratio(out_v: torch.Tensor, out_w: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """|g_s(V) - g_s(W)| / J_s(V) per sample, from the outputs, without underflow. g_s = sigma(-m_s) and J_s
+    underflow to 0 past margins ~745 (train-then-scale reaches thousands), where the direct quotient is 0/0 = NaN.
+    Here g(V)/J(V) = exp(log sigma(-m) - log softplus(-m)) (<= 1, Lemma B.3) times
+    |g(W)/g(V) - 1| = |expm1(log sigma(-m_W) - log sigma(-m_V))|, and log sigma(-m) = -m - softplus(-m), so the
+    exponent is -(m_W - m_V) - (softplus(-m_W) - softplus(-m_V)), formed from the margin change itself."""
+    mv, mw = net.margins(out_v, y), net.margins(out_w, y)
+    sp = torch.nn.functional.softplus
+    g_over_j = torch.exp(torch.nn.functional.logsigmoid(-mv) - net._log_softplus_neg(mv))
+    return g_over_j * torch.expm1(-(mw - mv) - (sp(-mw) - sp(-mv))).abs()
 
 
 def _sample_gradients(Vs, X, y, act):
@@ -821,6 +839,7 @@ def perturbation_ratio(ctx: Context) -> Observation:
     dop = torch.stack([_op_norm(D) for D in Ds], -1).amax(-1)  # ||V_l - W_l||_op (one nonzero layer)
     dfro = net.collective_norm(Ds)
     J0 = _per_sample_loss(fwd.out, y)
+    logJ0 = _per_sample_log_loss(fwd.out, y)
     extras = {"norm_V": nV, "eps": eps, "layer": layer.to(torch.float64)}
 
     def per_layer_max(vals: list[torch.Tensor]) -> torch.Tensor:
@@ -844,18 +863,18 @@ def perturbation_ratio(ctx: Context) -> Observation:
         for j in range(L + 1):  # T(j) -> T(j+1) swaps layer j+1 (index j)
             Tj = [w if i < j else v for i, (v, w) in enumerate(zip(Vs, Ws))]
             Dj = [d if i == j else torch.zeros_like(d) for i, d in enumerate(Ds)]
-            Jj = _per_sample_loss(net.forward(Tj, X, act).out, y)
-            ok_path &= _segment_ok(Tj, Dj, X, y, act, Jj, points=8) & (Jj <= 2 * J0 * (1 + 1e-12)).all(-1)
+            logJj = _per_sample_log_loss(net.forward(Tj, X, act).out, y)
+            ok_path &= (_segment_ok(Tj, Dj, X, y, act, logJj, points=8)
+                        & (logJj <= math.log(2) + logJ0 + 1e-12).all(-1))
         gV, _, _ = net.loss_gradients(Vs, X, y, act)
         gW, _, _ = net.loss_gradients(Ws, X, y, act)
         diff = net.collective_norm([a - b for a, b in zip(gV, gW)])
         J = J0.mean(-1)
         val = diff / (256 * (L + 1) * math.sqrt(p) * J * nV ** (3 * L + 5) * dfro / h)
         return Observation(val, valid=valid & ok_path & (h <= 1), extras=extras, method="Gaussian all-layer perturbations")
-    seg = _segment_ok(Vs, Ds, X, y, act, J0)
+    seg = _segment_ok(Vs, Ds, X, y, act, logJ0)
     if part == "b12":
-        gdiff = (net.g_weights(fwd.out, y) - net.g_weights(fwdW.out, y)).abs()
-        val = (gdiff / (2 * J0 * (dop * nV ** (L + 1))[:, None])).amax(-1)
+        val = (g_lipschitz_ratio(fwd.out, fwdW.out, y) / (2 * dop * nV ** (L + 1))[:, None]).amax(-1)
         return Observation(val, valid=valid & seg & (dop * nV ** (L + 1) <= 1 + 1e-12), extras=extras,
                            method="rank-one aligned and Gaussian one-layer perturbations")
     hyp13 = valid & seg & (dop <= 1 + 1e-12) & (dfro <= nV / (2 * (L + 1)) * (1 + 1e-12)) & (h <= 1)
