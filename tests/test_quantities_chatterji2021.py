@@ -489,3 +489,28 @@ def test_segment_condition_is_checked_where_the_losses_underflow():
     down = [torch.zeros_like(Vs[0]), -0.01 * Vs[1]]
     assert not bool(q._segment_ok(Vs, down, X, y, act, logJ0)[0])
     assert bool(q._segment_ok(Vs, [torch.zeros_like(Vs[0]), 0.01 * Vs[1]], X, y, act, logJ0)[0])
+
+
+def test_b9_ratio_rounding_is_within_its_reported_scale():
+    """Lemma B.9's ratio at p = 1, h = 1e-6 exceeds 1 by up to ~1e-11 on pairs past the Huber band (phi(v) = v - h/2:
+    the difference cancels, rounding eps |v| / |v1 - v2|). Each such draw has exact ratio <= 1 (50 digits on the same
+    float pair), and the reported scale puts every draw within the comparison's rounding tolerance."""
+    from lemmacheck.verdicts import violates
+    c = ctx({"p": 1, "h": 1e-6}, R=4000, seed=0, args={"activation": "huberized-relu"})
+    g = c.generator.get_state()
+    o = q.activation_contraction(c)
+    c.generator.set_state(g)  # replay the same pairs: the estimator draws h's points, then v1, then v2
+    q._h_and_points(c, 1)
+    v1 = torch.randn(4000, 1, generator=c.generator, dtype=F64) * 1e-6 * q._log_uniform(c, 1e-3, 1e3, 4000, 1)
+    v2 = v1 + torch.randn(4000, 1, generator=c.generator, dtype=F64) * 1e-6 * q._log_uniform(c, 1e-4, 1e2, 4000, 1)
+    assert torch.equal(o.extras["scale"], (v1.norm(dim=-1) + v2.norm(dim=-1)) / (v1 - v2).norm(dim=-1))  # same pairs
+    value = o.value.numpy()
+    assert violates("<=", value, 1.0).sum() >= 1  # without the scale: false violations (the full run's lead)
+    assert not violates("<=", value, 1.0, scale=o.extras["scale"].numpy()).any()
+    huber = lambda z, h: 0 if z < 0 else (z * z / (2 * h) if z <= h else z - h / 2)
+    with mpmath.workdps(50):
+        h = mpmath.mpf(1e-6)
+        for r in np.nonzero(value > 1)[0]:
+            a, b = mpmath.mpf(float(v1[r, 0])), mpmath.mpf(float(v2[r, 0]))
+            assert abs(huber(a, h) - huber(b, h)) <= abs(a - b)
+            assert value[r] - 1 <= 4 * np.finfo(float).eps * float(o.extras["scale"][r])
