@@ -199,3 +199,24 @@ def test_movement_bound_ratio_matches_trajectory_and_q_prime():
     cx = torch.clamp(2 * math.sqrt(dn.c_sigma) * cw[0], min=1.0)
     Q0 = 2 * 2.0 * cx ** 2 * math.sqrt(3) * tr.residual_norm[:, 0]  # FC: 2 c_x0 c_x^H sqrt(n) ||y - u(0)||
     assert torch.allclose(got.value, tr.movement.amax(dim=(-1, -2)) / (4 * Q0 / K.lambda0), rtol=1e-12)
+
+
+def test_second_order_ratio_is_first_order_in_the_step_on_the_recorded_b6_draws():
+    """Lemma B.6's cell (H = 4, m = 64, kappa = 0.01) replayed with the full profile's seed (s2 run): draw 15, with
+    lambda_0 = 5.6e-7 and eta lambda_0 ~ 3e-15, read 0.13 > 1/8 from the rounding of u in u(k+1) − u(k). I_2 is second
+    order in eta, so the ratio ||I_2|| / (eta lambda_0 ||y − u||) must halve with kappa on every draw; rounding noise does
+    not (the old estimate gave ratios 0.5-2 on the small-lambda_0 draws)."""
+    from lemmacheck.runner import seeded_generator, shard_seed
+
+    def run(kappa):
+        params = {"m": 64, "H": 4, "n": 4, "d": 8, "c_lambda": 0.5, "kappa": kappa, "T": 3}
+        c = Context("test", params, 16, seeded_generator(shard_seed(6162557993621659974, 0)), args={"nodes": 32},
+                    inputs_spec={"kind": "unit-sphere", "n": "n", "d": "d"}, search="none", network=du.RESNET)
+        return q("du2018-gd-second-order-ratio", c)
+
+    full, half = run(0.01), run(0.005)
+    assert float(full.extras["lambda0"][15]) < 1e-6 and bool(full.valid.all())
+    assert float(full.value.max()) < 1e-3  # the recorded violation was rounding
+    ratio = full.value / half.value
+    assert bool(((ratio > 1.98) & (ratio < 2.02)).all()), ratio
+    assert bool((full.extras["scale"] > full.value).all())  # |I_1| in ratio units: the operands of Δu − I_1

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 
 from .. import kernels
@@ -289,6 +290,45 @@ def last_layer_gram(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torc
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Output change of one step without cancellation (eq. (7)'s I_2 at small η)
+# ----------------------------------------------------------------------------------------------------------
+
+# σ(z + d) − σ(z) = d ∫₀¹ σ'(z + t d) dt by Gauss–Legendre on [0, 1] for |d| ≤ DIFF_DIRECT (the smooth σ' makes the
+# rule's error ~|d|^16 there); above it the plain difference loses at most ~eps |σ(z)| / |σ(z + d) − σ(z)|.
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+GL_NODES, GL_WEIGHTS = ((_GL_X + 1) / 2).tolist(), (_GL_W / 2).tolist()
+DIFF_DIRECT = 0.1
+
+
+def activation_difference(act: Activation, z: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """σ(z + d) − σ(z) to the rounding of the DIFFERENCE itself (the plain one carries eps·|σ(z)|)."""
+    quad = d * sum(w * act.df(z + t * d) for t, w in zip(GL_NODES, GL_WEIGHTS))
+    return torch.where(d.abs() <= DIFF_DIRECT, quad, act.f(z + d) - act.f(z))
+
+
+def _apply_factored(A: torch.Tensor, B: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+    """(A Bᵀ) applied like `_apply` without forming A Bᵀ: A (R, m, N), B (R, k, N), P (R, n, k, p) → (R, n, m, p)."""
+    R, n, k, p = P.shape
+    out = A @ (B.transpose(1, 2) @ P.permute(0, 2, 1, 3).reshape(R, k, n * p))
+    return out.reshape(R, A.shape[1], n, p).permute(0, 2, 1, 3)
+
+
+def output_step(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, fwd: Forward,
+                steps: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """u(W + ΔW) − u(W), (R, n), with ΔW^{(h)} = A_h B_hᵀ given as factors, by propagating the differences layer by
+    layer: Δz = W Δφ + ΔW (φ + Δφ), Δx = scale·(σ(z + Δz) − σ(z)) [+ Δx^{(h−1)}], each to the rounding of its own
+    size. The difference of two forward passes carries the rounding of u itself (~1e-16 |u|), and eq. (7)'s
+    I_2 = Δu − I_1, second order in η, falls below that at the paper's small steps (Lemmas A.6/B.6/C.6)."""
+    dh = torch.zeros_like(fwd.x[0])
+    for l, (W, (A, B)) in enumerate(zip(Ws, steps), start=1):
+        P, dP = fwd.phi[l - 1], patches(dh, net.q)
+        dz = _apply_factored(A, B, P + dP) + (_apply(W, dP) if l > 1 else 0)
+        branch = net.scale(l) * activation_difference(net.act, fwd.z[l - 1], dz)
+        dh = branch if (l == 1 or not net.residual) else dh + branch
+    return torch.einsum("rm,rnmp->rn", a, dh)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Exact-in-distribution sampler at initialisation (no weights materialised)
 # ----------------------------------------------------------------------------------------------------------
 
@@ -406,7 +446,6 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
     W0 = Ws
     W = [w.clone() for w in Ws]
     losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
-    prev_out = None
     for k in range(steps + 1):
         fwd = forward(net, W, a, X)
         deltas = backward(net, W, a, fwd)
@@ -418,8 +457,6 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
         if track_movement:
             moves.append(torch.stack([torch.linalg.vector_norm(w - w0, dim=(1, 2)) for w, w0 in zip(W, W0)], -1))
         gn.append(norms)
-        if prev_out is not None:
-            dus.append(fwd.out - prev_out)
         if k == steps:
             if track_gram:
                 lmins.append(kernels.lambda_min(layer_gram(deltas[-1], fwd.phi[-1])))
@@ -428,10 +465,12 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
         i1s.append(-eta_t[:, None] * (sum(Gs) @ res.unsqueeze(-1)).squeeze(-1))
         if track_gram:
             lmins.append(kernels.lambda_min(Gs[-1]))
-        for w, (A, B) in zip(W, factors):
-            w.baddbmm_(A * -eta_t.reshape(-1, 1, 1), B.transpose(1, 2))
+        lefts = [A * -eta_t.reshape(-1, 1, 1) for A, _ in factors]
+        if track_terms:  # Δu(k) = u(k+1) − u(k) of the exact step from W(k), without the rounding of u
+            dus.append(output_step(net, W, a, fwd, [(A, B) for A, (_, B) in zip(lefts, factors)]))
+        for w, A, (_, B) in zip(W, lefts, factors):
+            w.baddbmm_(A, B.transpose(1, 2))
         stepn.append(eta_t[:, None] * norms)
-        prev_out = fwd.out
     return _trajectory(net, X, steps, losses, moves, stepn, gn, rn, dus, i1s, lmins, W, track_gram, track_movement,
                        track_terms)
 
@@ -495,7 +534,6 @@ def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Te
     neg_eta = -eta_t.reshape(-1, 1, 1)
     lean = not (track_terms or track_gram)
     losses, moves, stepn, gn, rn, dus, i1s, lmins = [], [], [], [], [], [], [], []
-    prev_out = None
     for k in range(steps + 1):
         xs, zs = [x0], []
         h = x0
@@ -511,8 +549,6 @@ def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Te
         rn.append(res.norm(dim=-1))
         if track_movement:
             moves.append(torch.stack([torch.linalg.vector_norm(w - w0, dim=(1, 2)) for w, w0 in zip(W, W0)], -1))
-        if prev_out is not None and track_terms:
-            dus.append(out - prev_out)
         last = k == steps
         if last and lean:
             break
@@ -543,11 +579,26 @@ def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Te
                 stepn.append(eta_t[:, None] * norms)
             scale_r = neg_eta * rc  # (R, 1, n): −η r_i per column
             lefts = [d * scale_r for d in deltas]
+            if track_terms:  # Δu(k) of the exact step from W(k), without the rounding of u (see `output_step`)
+                dus.append(_column_output_step(net, W, xs, zs, lefts, scales, a_row))
         for w, d, x in zip(W, lefts, xs[:-1]):
             w.baddbmm_(d, x.transpose(1, 2))
-        prev_out = out
     return _trajectory(net, X, steps, losses, moves, stepn, gn, rn, dus, i1s, lmins, W, track_gram, track_movement,
                        track_terms)
+
+
+def _column_output_step(net: DuNet, W: list[torch.Tensor], xs: list[torch.Tensor], zs: list[torch.Tensor],
+                        lefts: list[torch.Tensor], scales: list, a_row: torch.Tensor) -> torch.Tensor:
+    """`output_step` with the features as columns: ΔW^{(h)} = lefts_h x^{(h−1)ᵀ}, so ΔW v = lefts_h (x^{(h−1)ᵀ} v)."""
+    dh = None
+    for l in range(net.H):
+        x = xs[l]
+        dz = torch.bmm(lefts[l], x.transpose(1, 2) @ (x if dh is None else x + dh))
+        if dh is not None:
+            dz = dz + torch.bmm(W[l], dh)
+        branch = activation_difference(net.act, zs[l], dz) * scales[l]
+        dh = branch if (l == 0 or not net.residual) else branch + dh
+    return torch.bmm(a_row, dh).squeeze(1)
 
 
 def _gradient_factors(res: torch.Tensor, delta: torch.Tensor, P: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -454,12 +454,20 @@ def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
 
 def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:
     """Lemmas A.6/B.6/C.6: max_k ‖I_2(k)‖ / (η λ₀ ‖y − u(k)‖), I_2 = u(k+1) − u(k) − I_1(k), I_1 = −ηG(k)(u(k) − y)
-    (eq. 7; bound 1/8). Valid when Condition 6.1 held along the run (the lemmas' hypothesis)."""
+    (eq. 7; bound 1/8). Valid when Condition 6.1 held along the run (the lemmas' hypothesis).
+
+    Δu = u(k+1) − u(k) is the exact step from W(k) propagated as differences (`net.output_step`): the difference of
+    two forward passes carries the rounding of u (~1e-16 |u|), which at the paper's steps (η λ₀ ~ 1e-15 for small
+    λ₀) exceeded I_2 itself and read up to 0.19 in place of ~1e-5. What is left is I_2 = Δu − I_1, a difference of
+    two ~equal terms accurate to their own rounding: extras["scale"] is their size in units of the ratio."""
     _dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_terms=True)
     i2 = (tr.du - tr.i1).norm(dim=-1)
-    value = (i2 / (eta * K.lambda0).unsqueeze(-1) / tr.residual_norm[:, :-1]).amax(-1)
+    unit = (eta * K.lambda0).unsqueeze(-1) * tr.residual_norm[:, :-1]
+    value = (i2 / unit).amax(-1)
+    scale = (torch.maximum(tr.du.norm(dim=-1), tr.i1.norm(dim=-1)) / unit).amax(-1)
     valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
-    return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0}, method=method)
+    return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0, "scale": scale},
+                       method=f"{method}; output change by difference propagation")
 
 
 def gd_quadratic_term_ratio(kind: str, ctx: Context) -> Observation:
