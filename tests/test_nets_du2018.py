@@ -250,6 +250,18 @@ def test_second_order_term_at_a_tiny_step_matches_high_precision(kind, columns):
     assert float((got - ref).abs().max() / ref.abs().max()) < 1e-6
 
 
+@pytest.mark.parametrize("kind", ["resnet", "cnn"])
+def test_gd_without_the_output_change_pass_follows_the_same_trajectory(kind):
+    """track_du=False (the movement claims, which read no Δu) skips the difference pass: du is empty, every other
+    record is the same tensor."""
+    net, Ws, a, X, y = setup(kind, seed=5, m=16, H=3, n=3)
+    full = du.gradient_descent(net, Ws, a, X, y, 0.1, steps=4)
+    lean = du.gradient_descent(net, Ws, a, X, y, 0.1, steps=4, track_du=False)
+    assert full.du.shape == (2, 4, 3) and lean.du.shape == (2, 0, 3)
+    for f in ("loss", "movement", "step", "grad_norm", "residual_norm", "i1", "lam_min_gram_last"):
+        assert torch.equal(getattr(full, f), getattr(lean, f)), f
+
+
 @pytest.mark.parametrize("kind", ["fc", "resnet", "cnn"])
 def test_factored_in_place_gd_equals_dense_textbook_gd(kind):
     """The fast GD (factored gradient, in-place update) follows the same trajectory as dense GD, and every

@@ -301,9 +301,14 @@ DIFF_DIRECT = 0.1
 
 
 def activation_difference(act: Activation, z: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """σ(z + d) − σ(z) to the rounding of the DIFFERENCE itself (the plain one carries eps·|σ(z)|)."""
-    quad = d * sum(w * act.df(z + t * d) for t, w in zip(GL_NODES, GL_WEIGHTS))
-    return torch.where(d.abs() <= DIFF_DIRECT, quad, act.f(z + d) - act.f(z))
+    """σ(z + d) − σ(z) to the rounding of the DIFFERENCE itself (the plain one carries eps·|σ(z)|). Softplus has the
+    closed form log1p(sigmoid(z) expm1(d)) (4 operations in place of the rule's 8 evaluations of σ')."""
+    if act.name == "softplus":
+        near = torch.log1p(torch.sigmoid(z) * torch.expm1(d.clamp(-DIFF_DIRECT, DIFF_DIRECT)))
+    else:
+        near = d * sum(w * act.df(z + t * d) for t, w in zip(GL_NODES, GL_WEIGHTS))
+    far = d.abs() > DIFF_DIRECT
+    return torch.where(far, act.f(z + d) - act.f(z), near) if bool(far.any()) else near
 
 
 def _apply_factored(A: torch.Tensor, B: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
@@ -414,13 +419,14 @@ class Trajectory:
 def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
                      eta: torch.Tensor | float, steps: int, track_gram: bool = True,
                      track_movement: bool = True, track_terms: bool = True,
-                     columns: bool | None = None) -> Trajectory:
+                     columns: bool | None = None, track_du: bool = True) -> Trajectory:
     """Full-batch GD on L = ½‖y − u‖² with constant step η (per replicate: (R,) tensor or float), a fixed.
 
     Records what Theorems 3.1/4.1/5.1, Condition 6.1, eq. (7) and Lemmas A.5–A.7 talk about. I_2(k) is
     du − i1 (eq. 7: u(k+1) − u(k) = I_1(k) + I_2(k)). `track_movement=False` leaves `movement` NaN and
     saves a pass over W(k) and W(0) per layer and step; `track_terms=False` leaves grad_norm, step, du and i1
-    empty/NaN (no Grams, no gradient norms: what a claim on the losses alone needs, e.g. Theorem 4.1).
+    empty/NaN (no Grams, no gradient norms: what a claim on the losses alone needs, e.g. Theorem 4.1), and
+    `track_du=False` leaves du empty (its difference pass costs about one more forward pass a step).
     One-pixel networks (FC, ResNet) take `_gd_columns`; `columns=False` forces the general path (tests).
 
     Why it is fast: the weights dominate memory traffic (R·m² numbers per layer), so each step touches them
@@ -440,7 +446,7 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
         per_replicate = sum(w[0].numel() * w.element_size() for w in Ws)
         c = max(1, GD_CACHE_BYTES // max(per_replicate, 1))
         parts = [_gd_columns(_replicates(net, i, i + c), [w[i:i + c] for w in Ws], a[i:i + c], X[i:i + c],
-                             y[i:i + c], eta_t[i:i + c], steps, track_gram, track_movement, track_terms)
+                             y[i:i + c], eta_t[i:i + c], steps, track_gram, track_movement, track_terms, track_du)
                  for i in range(0, R, c)]
         return parts[0] if len(parts) == 1 else _concat(parts)
     W0 = Ws
@@ -466,7 +472,7 @@ def gradient_descent(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: tor
         if track_gram:
             lmins.append(kernels.lambda_min(Gs[-1]))
         lefts = [A * -eta_t.reshape(-1, 1, 1) for A, _ in factors]
-        if track_terms:  # Δu(k) = u(k+1) − u(k) of the exact step from W(k), without the rounding of u
+        if track_terms and track_du:  # Δu(k) = u(k+1) − u(k) of the exact step from W(k), without the rounding of u
             dus.append(output_step(net, W, a, fwd, [(A, B) for A, (_, B) in zip(lefts, factors)]))
         for w, A, (_, B) in zip(W, lefts, factors):
             w.baddbmm_(A, B.transpose(1, 2))
@@ -508,7 +514,7 @@ def _trajectory(net: DuNet, X: torch.Tensor, steps: int, losses, moves, stepn, g
 
 def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
                 eta_t: torch.Tensor, steps: int, track_gram: bool, track_movement: bool,
-                track_terms: bool) -> Trajectory:
+                track_terms: bool, track_du: bool = True) -> Trajectory:
     """`gradient_descent` for one-pixel networks (FC, ResNet): the same iteration with the features kept as columns.
 
     Layer h's inputs are the n columns of x^{(h−1)} (R, k, n), so every product with the weights is one batched
@@ -579,7 +585,7 @@ def _gd_columns(net: DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Te
                 stepn.append(eta_t[:, None] * norms)
             scale_r = neg_eta * rc  # (R, 1, n): −η r_i per column
             lefts = [d * scale_r for d in deltas]
-            if track_terms:  # Δu(k) of the exact step from W(k), without the rounding of u (see `output_step`)
+            if track_terms and track_du:  # Δu(k) of the exact step from W(k), without the rounding of u (`output_step`)
                 dus.append(_column_output_step(net, W, xs, zs, lefts, scales, a_row))
         for w, d, x in zip(W, lefts, xs[:-1]):
             w.baddbmm_(d, x.transpose(1, 2))

@@ -374,7 +374,7 @@ def _step_size(ctx: Context, kind: str, dn: net.DuNet, lam0: torch.Tensor, G0: t
 
 
 def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: list | None = None,
-                track_gram: bool = False, track_terms: bool = False):
+                track_gram: bool = False, track_terms: bool = False, track_du: bool = True):
     """GD from a fresh initialisation; `c_w0`, when a list, receives the sample's ĉ_{w,0} of W(0). Each quantity
     asks only for what it reads (losses and residual norms always; movement, per-step Grams and λ_min(G^{(H)}),
     gradient/step norms and the eq. (7) terms du, I_1 on request): the trajectory is the same either way."""
@@ -390,7 +390,7 @@ def _trajectory(kind: str, ctx: Context, track_movement: bool = False, c_w0: lis
         G0 = sum(net.grams(fwd, net.backward(dn, Ws, a, fwd)))
         eta = _step_size(ctx, kind, dn, K.lambda0, G0)
         tr = net.gradient_descent(dn, Ws, a, X, y, eta, ctx.i("T"), track_gram=track_gram,
-                                   track_movement=track_movement, track_terms=track_terms)
+                                   track_movement=track_movement, track_terms=track_terms, track_du=track_du)
     return dn, K, ok, eta, tr, f"full-batch GD, T = {ctx.i('T')}, step = {ctx.arg('step', 'paper')}; {kmethod}"
 
 
@@ -436,9 +436,9 @@ def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
     ‖W^{(h)}(s) − W^{(h)}(s−1)‖_F / (η Q′(s−1)). Q′ from `_q_prime` (args.version for B.5). Valid under Condition 6.1 along
     the run (the lemmas' hypothesis) and the sample's Assumption."""
     cw: list[torch.Tensor] = []
-    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True, c_w0=cw, track_terms=True)
+    dn, K, ok, eta, tr, method = _trajectory(kind, ctx, track_movement=True, c_w0=cw, track_terms=True, track_du=False)
     _c_x0, coef = _q_prime(kind, ctx, dn, cw[0])
-    n = tr.du.shape[-1]
+    n = tr.i1.shape[-1]
     Q = coef.unsqueeze(-1) * math.sqrt(n) * tr.residual_norm  # (R, T+1): Q′(s)
     which = ctx.arg("which", "movement")
     if which == "movement":
