@@ -184,6 +184,18 @@ def test_semismoothness_residual_matches_autograd_first_order_term():
     assert bool((q.semismoothness(_ctx(P, search="none")).value == 0).all())  # W' = 0: no remainder
     with pytest.raises(Exception, match="must be <= omega"):
         q.semismoothness(_ctx(dict(P, s=0.1)))
+    # rho = s/omega gives the same step radius: same draws, same values
+    P = dict(P, m=8)
+    by_rho = {k: v for k, v in P.items() if k != "s"} | {"rho": 0.1}
+    got = q.semismoothness(_ctx(by_rho, R=3, search="random")).value
+    assert bool((got != 0).all()) and torch.equal(got, q.semismoothness(_ctx(P, R=3, search="random")).value)
+    with pytest.raises(Exception, match="must be <= omega"):
+        q.semismoothness(_ctx(dict(by_rho, rho=1.5)))
+    # term = 'quadratic' divides the same remainder by n L^2 m s^2/d alone: the ratio of the two is S / (n L^2 m s^2/d)
+    quad = q.semismoothness(_ctx(by_rho, R=3, search="random", args={"term": "quadratic"}))
+    a = 3 * 8 * 0.001 ** 2
+    S = a + math.sqrt(net.c_alpha(0.0)) * 0.01 ** (1 / 3) * torch.sqrt(8 * 3 * quad.extras["loss"] * math.log(8)) * 0.001
+    assert torch.allclose(quad.value, got * S / a, rtol=1e-9)
 
 
 def test_generalization_gap_without_search_is_test_minus_train_mse():

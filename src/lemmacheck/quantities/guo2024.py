@@ -631,17 +631,20 @@ def _loss_value(A, Ws, B, X, Y, alpha, kind="square"):
     return loss_and_dout(net.forward(A, Ws, B, X, alpha).out, Y, kind)[0]
 
 
-@QUANTITIES.register("guo2024-semismoothness", "Lemma 4.1 implied constant: sup over ||W'_l||_2 <= s of r / S, r = "
+@QUANTITIES.register("guo2024-semismoothness", "Lemma 4.1 implied constant: sup over ||W'_l||_2 <= s (or rho omega) of r / S, r = "
                      "L(W+W') - L(W) - <grad L(W), W'> (main-text loss), S = n L^2 m s^2/d + sqrt(c(alpha)) "
                      "omega^{1/3} L^2 sqrt(m n L(W) ln m / d) s, at base W = W0 + a random per-layer spectral-omega "
-                     "perturbation; W' by the claim's search", networks=NET)
+                     "perturbation (args.term = 'quadratic': S = n L^2 m s^2/d alone); W' by the claim's search", networks=NET)
 def semismoothness(ctx: Context) -> Observation:
     X = _inputs(ctx)
     alpha = _alpha(ctx)
     A, W0, B = _init(ctx, X)
     Y = _labels(ctx, X.shape[1])
     m, L, n, d = ctx.i("m"), ctx.i("L"), X.shape[1], ctx.i("d", 1)
-    omega, s = _omega(ctx), ctx.p("s")
+    omega = _omega(ctx)
+    # The step radius: `s` itself, or `rho` = s/ω, its fraction of the radius (||W'||_2 < ω ties the step to ω,
+    # so a fit along ω → 0 has to move s with it; a fixed s only lets ω fall to s).
+    s = ctx.p("s") if "s" in ctx.params else ctx.p("rho") * omega
     if s > omega:
         raise EstimatorError(f"the step radius s = {s} must be <= omega = {omega} (||W'||_2 < omega)")
     # Base point strictly inside the ball: radius args.base * omega (default 0.99).
@@ -651,6 +654,8 @@ def semismoothness(ctx: Context) -> Observation:
         grads, LW, _ = net.loss_gradients(A, Ws, B, X, Y, alpha, half=False)
     S = n * L ** 2 * m * s ** 2 / d + math.sqrt(net.c_alpha(alpha)) * omega ** (1 / 3) * L ** 2 \
         * torch.sqrt(m * n * LW * math.log(m) / d) * s
+    if ctx.arg("term", "both") == "quadratic":  # r against the first term alone (a stronger statement)
+        S = torch.full_like(LW, n * L ** 2 * m * s ** 2 / d)
 
     def resid(Wt: list[torch.Tensor]) -> torch.Tensor:
         lin = sum((G * (Wn - W)).sum(dim=(-1, -2)) for G, Wn, W in zip(grads, Wt, Ws))
