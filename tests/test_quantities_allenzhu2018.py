@@ -406,3 +406,60 @@ def test_sparse_split_is_zero_not_nan_when_the_flip_adversary_affords_no_flip():
     assert 0 < int(none.sum()) < 40  # both cases occur at this radius
     assert bool(torch.isfinite(o.value).all())
     assert float(o.value[none].abs().max()) == 0.0 and float(o.value.min()) >= 0.0
+
+
+def _ctx(params, args, R, seed, search="adversarial"):
+    return Context("t", dict(params), R, torch.Generator().manual_seed(seed), args=args, inputs_spec=INP, search=search)
+
+
+def test_samples_one_is_sequence_one_alone_and_all_is_the_worst_case_over_i():
+    """args.samples = 'one' (the per-sample statement the proofs of Lemmas C.2, C.9 prove before their union bound):
+    the value is sequence 1's, with the flip adversary aimed at sequence 1, recomputed here on a forward pass of
+    sequence 1 alone; 'all' is the max over i (== extras worst_over_i) and is never below it."""
+    p = {"m": 48, "L": 3, "n": 4, "dx": 5, "d": 1, "delta": 0.2, "tau0": 1.0}
+    R, tau = 16, 1.0 / math.sqrt(48)
+    one = QUANTITIES.get("rnn-pattern-changes").obj(_ctx(p, {"random_draws": 0, "samples": "one"}, R, 4))
+    every = QUANTITIES.get("rnn-pattern-changes").obj(_ctx(p, {"random_draws": 0}, R, 4))
+    W, A, B, X = q._setup(_ctx(p, {}, R, 4))
+    f0 = net.forward(W, A, B, X[:, :1])  # sequence 1 alone: the others cannot enter its value
+    Wp = q._flip_candidates(W, f0, tau)[0]
+    f1 = net.forward(W + Wp, A, B, X[:, :1])
+    ref = ((f1.g >= 0) != (f0.g >= 0)).sum(-1)[:, 0, 1:].amax(-1).to(W.dtype)
+    torch.testing.assert_close(one.value, ref)
+    torch.testing.assert_close(every.value, every.extras["worst_over_i"])
+    assert bool((every.value >= one.value).all()) and bool((every.value > one.value).any())
+    for which in ("a", "d"):
+        args = {"which": which, "random_draws": 0}
+        one = QUANTITIES.get("rnn-backward-perturbation").obj(_ctx(p, {**args, "samples": "one"}, R, 5))
+        every = QUANTITIES.get("rnn-backward-perturbation").obj(_ctx(p, args, R, 5))
+        ctx = _ctx(p, {}, R, 5)
+        W, A, B, X = q._setup(ctx)
+        a = ctx.randn(R, B.shape[-2])
+        a = a / a.norm(dim=-1, keepdim=True)
+        f0 = net.forward(W, A, B, X[:, :1])
+        Wp = q._flip_candidates(W, f0, tau)[0]
+        ref = q._backward_diff(a, B, W, Wp, f0, net.forward(W + Wp, A, B, X[:, :1]), which, "norm")
+        torch.testing.assert_close(one.value, ref)
+        assert bool((every.value >= one.value).all()) and bool((every.value > one.value).any())
+        assert bool((every.extras["worst_over_i"] == every.value).all())
+    with pytest.raises(Exception, match="samples"):
+        QUANTITIES.get("rnn-pattern-changes").obj(_ctx(p, {"samples": "two"}, 2, 0))
+
+
+def test_sign_change_mass_is_an_attained_admissible_mass_and_the_exact_sup_with_free_coordinates():
+    """Claim C.4 (mass): every flipped j has |g_j| <= (t - |g~_j|)_+ + |g'_1j|, so sup ||D'g|| <= ||b|| + B with
+    b = (t - |g~|)_+; spreading g'_1 along b attains it. Hand cases, then the estimator against that closed form (the
+    old formula added t to the one-coordinate candidate and double-counted it, above the sup)."""
+    gt = torch.tensor([[0.1, -0.2, 0.5, -0.7]], dtype=torch.float64)
+    b = math.hypot(0.2, 0.1)
+    assert math.isclose(float(q._sign_change_mass(gt, 0.05, 0.3)), b + 0.05, rel_tol=1e-12)
+    gt0 = torch.tensor([[0.01, -0.5]], dtype=torch.float64)
+    assert math.isclose(float(q._sign_change_mass(gt0, 0.05, 0.0)), 0.04, rel_tol=1e-12)  # one flip, B - |g~|
+    assert float(q._sign_change_mass(gt0, 0.005, 0.0)) == 0.0  # the budget flips nothing
+    for m, tau1, tau2 in ((1000, 0.1, 10.0), (1000, 1.0, 1.0), (10000, 1.0, 10.0)):
+        o = obs("az-sign-change-layer2", {"m": m, "tau1": tau1, "tau2": tau2}, {"which": "mass", "tau2": "tau2"},
+                R=20, seed=2)
+        g = torch.Generator().manual_seed(2)
+        gt = torch.randn(20, m, generator=g, dtype=torch.float64) * math.sqrt(2 / m)  # the estimator's first draw
+        sup = (tau2 / m - gt.abs()).clamp_min(0).norm(dim=-1) + tau1 / math.sqrt(m)
+        torch.testing.assert_close(o.value, sup * math.sqrt(m) / (3 * tau1), rtol=1e-12, atol=0)

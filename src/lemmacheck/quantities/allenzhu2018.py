@@ -267,33 +267,51 @@ def forward_perturbation(ctx: Context) -> Observation:
     return Observation(value, extras={"found_by": found}, method=f"search={ctx.search}")
 
 
+def _samples_arg(ctx: Context) -> int | None:
+    """args.samples: 'all' (default: the worst case over i in [n]) or 'one' (sequence 1 alone, the adversary aimed at
+    it: the per-sample statement the proofs prove "for a fixed i" before their union bound over [n]). Returns the
+    number of sequences the value and the adversary range over (None: all)."""
+    s = ctx.arg("samples", "all")
+    if s not in ("all", "one"):
+        raise EstimatorError(f"args.samples = {s!r}: one of all, one")
+    return 1 if s == "one" else None
+
+
 @QUANTITIES.register("rnn-pattern-changes", "sup over ||W'||_2 <= tau0/sqrt(m) of max_{i,l} ||D'_{i,l}||_0, by "
                      "random perturbations and, at search >= adversarial, the exact layer-2 flip adversary W' = u "
-                     "h_{i,1}^T/||h_{i,1}|| for each i (Lemma C.2 (b), catalogue P4)", networks=NET)
+                     "h_{i,1}^T/||h_{i,1}|| for each i (Lemma C.2 (b), catalogue P4); args.samples 'one': sequence 1's count, "
+                     "the adversary aimed at it alone (extras worst_over_i: the max over every i)", networks=NET)
 def pattern_changes(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
     tau = _radius(ctx)
     level = SEARCH_ORDER[ctx.search]
+    k = _samples_arg(ctx)
     with torch.no_grad():
         f0 = net.forward(W, A, B, X)
         best = torch.zeros(ctx.replicates, dtype=ctx.dtype)
+        worst_all = torch.zeros_like(best)  # the worst case over every i under the same candidates (literal "for all i")
         found = torch.zeros_like(best)
+
+        def counts(Wt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            f = net.forward(Wt, A, B, X)
+            c = ((f.g >= 0) != (f0.g >= 0)).sum(-1).to(f.g.dtype)[:, :, 1:].amax(-1)  # (R, n): max over l
+            return c[:, :k].amax(-1), c.amax(-1)
+
         if level >= 1:
             for _ in range(int(ctx.arg("random_draws", 4))):
-                Wt = W + random_perturbation(ctx.generator, [W], tau)[0]
-                best = torch.maximum(best, _change("count", f0, net.forward(Wt, A, B, X)))
+                val, va = counts(W + random_perturbation(ctx.generator, [W], tau)[0])
+                best, worst_all = torch.maximum(best, val), torch.maximum(worst_all, va)
         if level >= 3 and f0.L >= 2:
-            for i in range(X.shape[1]):
+            for i in range(X.shape[1] if k is None else k):
                 h1 = f0.h[:, i, 1]
                 hn = h1.norm(dim=-1).clamp_min(1e-300)
                 u = greedy_flip_vector(f0.g[:, i, 2], hn, tau)  # g'_{i,2} = tau u ||h_{i,1}|| exactly
                 u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # ||W'|| = tau exactly, same layer-2 flips
-                Wt = W + tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2)
-                val = _change("count", f0, net.forward(Wt, A, B, X))
+                val, va = counts(W + tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2))
                 found = torch.where(val > best, torch.full_like(found, 3), found)
-                best = torch.maximum(best, val)
-    return Observation(best, extras={"found_by": found}, method=f"search={ctx.search}"
-                       + (" + layer-2 flip adversary" if level >= 3 else ""))
+                best, worst_all = torch.maximum(best, val), torch.maximum(worst_all, va)
+    return Observation(best, extras={"found_by": found, "worst_over_i": worst_all}, method=f"search={ctx.search}"
+                       + (" + layer-2 flip adversary" if level >= 3 else "") + ("; sequence 1" if k == 1 else ""))
 
 
 # ---------------------------------------------------------------- gradients
@@ -941,7 +959,8 @@ _BACK = {"a": ("tilde", "tilde", "pert", "tilde"), "b": ("pert", "tilde", "pert"
                      "over i and segments of ||a^T B prod D1 W1 - a^T B prod D2 W2||_2 with (D1, W1, D2, W2) = (a) (D~, W~, "
                      "D, W~), (b) (D, W~, D, W), (c) (D~, W~, D~, W), (d) (D~, W, D, W), a a fixed random unit vector; "
                      "random perturbations plus the layer-2 flip adversary for every i (args.kind 'coord': the max "
-                     "|entry| instead of the norm, Lemma C.11 with the rank-one W' of rnn-rank-one-perturbation)",
+                     "|entry| instead of the norm, Lemma C.11 with the rank-one W' of rnn-rank-one-perturbation); args.samples "
+                     "'one': sequence 1's value, the flip adversary aimed at it alone (extras worst_over_i)",
                      networks=NET)
 def backward_perturbation(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
@@ -953,28 +972,33 @@ def backward_perturbation(ctx: Context) -> Observation:
     tau = _radius(ctx)
     with torch.no_grad():
         f0 = net.forward(W, A, B, X)
+        k = _samples_arg(ctx)
         cands = [random_perturbation(ctx.generator, [W], tau)[0] for _ in range(int(ctx.arg("random_draws", 2)))]
         if SEARCH_ORDER[ctx.search] >= 3:
-            cands += _flip_candidates(W, f0, tau)
+            cands += _flip_candidates(W, f0, tau)[:k]
         best = torch.zeros(W.shape[0], dtype=W.dtype)
+        worst_all = torch.zeros_like(best)  # the worst case over every i under the same candidates (literal "for all i")
         for Wp in cands:
-            best = torch.maximum(best, _backward_diff(a, B, W, Wp, f0, net.forward(W + Wp, A, B, X), which, "norm"))
-    return Observation(best, method=f"random x {len(cands)} candidates incl. flip adversary" if SEARCH_ORDER[ctx.search] >= 3
-                       else "random")
+            per_i = _backward_diff(a, B, W, Wp, f0, net.forward(W + Wp, A, B, X), which, "norm", per_sample=True)
+            best = torch.maximum(best, per_i[:, :k].amax(-1))
+            worst_all = torch.maximum(worst_all, per_i.amax(-1))
+    return Observation(best, extras={"worst_over_i": worst_all},
+                       method=(f"random x {len(cands)} candidates incl. flip adversary" if SEARCH_ORDER[ctx.search] >= 3
+                               else "random") + ("; sequence 1" if k == 1 else ""))
 
 
-def _backward_diff(a, B, W, Wp, f0, f1, which, kind):
+def _backward_diff(a, B, W, Wp, f0, f1, which, kind, per_sample=False):
     D1, W1, D2, W2 = _BACK[which]
     pick_D = {"tilde": f0.mask(), "pert": f1.mask()}
     pick_W = {"tilde": W, "pert": W + Wp}
     r1 = _segment_rows(a, B, pick_D[D1], pick_W[W1])
     r2 = _segment_rows(a, B, pick_D[D2], pick_W[W2])
-    best = torch.zeros(W.shape[0], dtype=W.dtype)
+    best = torch.zeros(W.shape[0], f0.h.shape[1], dtype=W.dtype)  # (R, n): max over segments, per sequence
     for key, v in r1.items():
         diff = v - r2[key]
         val = diff.norm(dim=-1) if kind == "norm" else diff.abs().amax(-1)
-        best = torch.maximum(best, val.amax(-1))
-    return best
+        best = torch.maximum(best, val)
+    return best if per_sample else best.amax(-1)
 
 
 def _fresh_direction(fwd: net.Forward, i: int, l: int) -> torch.Tensor:
@@ -1126,14 +1150,34 @@ def sign_change_layer2(ctx: Context) -> Observation:
     flips = fits.sum(-1).to(torch.float64)
     if ctx.arg("which", "count") == "count":
         return Observation(flips / (10 * tau1 ** (2 / 3) * m ** (2 / 3)), method="exact greedy flip count")
-    # mass: every coordinate with |g~| < tau2/m is pushed to -sign(g~) tau2/m - ... ; the whole l2 budget then goes to
-    # the flipped coordinate of smallest need: ||D'g||^2 = sum over flips of (push - |g~|)^2
-    free = (a < tau2 / m)
-    mass2 = ((tau2 / m - a).clamp_min(0) ** 2 * free).sum(-1)
-    j_need = torch.where(fits.any(-1), srt[:, 0], torch.zeros(R, dtype=torch.float64))
-    extra = torch.where(fits.any(-1), (math.sqrt(budget) - j_need).clamp_min(0) + tau2 / m, torch.zeros(R, dtype=torch.float64))
-    mass = (mass2 + extra ** 2).sqrt()
-    return Observation(mass * math.sqrt(m) / (3 * tau1), method="greedy mass adversary")
+    # mass: ||D'g|| of explicit admissible g' = g'_1 + g'_2 (a lower estimate of the sup, never above it): g'_2 pushes
+    # every coordinate by tau2/m toward (and, where |g~| < tau2/m, across) zero; g'_1 (||g'_1|| = B) is either spread
+    # over those free coordinates proportionally to their overshoot b = tau2/m - |g~| (mass ||b|| + B, the best use of B
+    # on them: <b, c> is largest for c parallel to b), or spent on the one coordinate of smallest remaining need. Every
+    # flipped j has |g_j| <= (tau2/m - |g~_j|)_+ + |g'_1j|, so the sup is <= ||b|| + B: the spread candidate attains it
+    # whenever a coordinate is free, so the value is then the exact sup.
+    return Observation(_sign_change_mass(gt, tau1 / math.sqrt(m), tau2 / m) * math.sqrt(m) / (3 * tau1),
+                       method="explicit mass adversary (spread over free coordinates, or one coordinate)")
+
+
+def _sign_change_mass(gt: torch.Tensor, B: float, t: float) -> torch.Tensor:
+    """max over two explicit g' = g'_1 + g'_2 (||g'_1||_2 <= B, ||g'_2||_inf <= t) of ||D'g||, D' = 1{g >= 0} - 1{g~ >= 0},
+    g = g~ + g': the sign-change mass of Claim C.4 at one layer, each candidate realised and measured, (R,)."""
+    s = torch.where(gt >= 0, -1.0, 1.0).to(gt.dtype)  # the direction that moves g~ across zero
+    a = gt.abs()
+    g2 = s * t
+    b = (t - a).clamp_min(0)  # overshoot of the free coordinates (|g~| < t)
+    bn = b.norm(dim=-1, keepdim=True)
+    spread = s * B * b / bn.clamp_min(1e-300)
+    need = torch.where(a < t, torch.full_like(a, float("inf")), a - t)  # coordinates g'_2 alone cannot flip
+    j = need.argmin(-1, keepdim=True)
+    one = torch.zeros_like(gt).scatter(-1, j, s.gather(-1, j) * B)
+
+    def mass(g1: torch.Tensor) -> torch.Tensor:
+        g = gt + g1 + g2
+        return (((g >= 0).to(gt.dtype) - (gt >= 0).to(gt.dtype)) * g).norm(dim=-1)
+
+    return torch.maximum(mass(spread), mass(one))
 
 
 @QUANTITIES.register("az-split-sup", "Lemma A.17: sup over unit x of ||(|Wx| - t)_+||_2 (t = log(m)/sqrt(m): the optimal "
