@@ -340,3 +340,13 @@ def test_alpha_experiment_is_paired_and_ranks_final_errors():
     tr = q.train(A, Ws, B, X, Y, 0.0, eta=1.0 / (10 * 2 * 16), steps=30)
     assert torch.allclose(obs.extras["final_mse[0]"], tr.losses[:, -1] / 10, rtol=1e-12)
 
+
+
+def test_linearization_error_is_exactly_zero_without_pattern_flips_and_positive_at_depth_two():
+    """At L = 1 the network is linear in W_1 between pattern flips: an ω-ball too small to flip a unit leaves an error
+    that is rounding residue (~1e-16), which the estimator reports as 0 (not an implied constant of 1e-16 / bound);
+    at L = 2 the second-order term is real and stays."""
+    P = {"m": 32, "L": 1, "n": 3, "p": 5, "d": 1, "alpha": -1.0, "delta": 0.5, "omega": 1e-9}
+    assert bool((q.linearization_error(_ctx(P, R=6, search="random")).value == 0).all())
+    deep = q.linearization_error(_ctx(dict(P, L=2, omega=1e-2), R=6, search="random")).value
+    assert bool((deep > 1e-10).all())
