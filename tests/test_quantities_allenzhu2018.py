@@ -463,3 +463,29 @@ def test_sign_change_mass_is_an_attained_admissible_mass_and_the_exact_sup_with_
         gt = torch.randn(20, m, generator=g, dtype=torch.float64) * math.sqrt(2 / m)  # the estimator's first draw
         sup = (tau2 / m - gt.abs()).clamp_min(0).norm(dim=-1) + tau1 / math.sqrt(m)
         torch.testing.assert_close(o.value, sup * math.sqrt(m) / (3 * tau1), rtol=1e-12, atol=0)
+
+
+def test_telescoped_backward_difference_equals_subtraction_and_stays_linear_at_tiny_radius():
+    """Lemma C.9 (b), (c) and C.11 (b) compare a^T B prod D W~ with a^T B prod D (W~ + W') under the same D: the
+    telescoped recursion equals the subtraction of the two rows at a moderate W', and at W' ~ 1e-30 (where the
+    subtraction of two O(1) rows is pure rounding) it is resolved and exactly linear in W' (same D: the second-order
+    terms are 30 orders smaller)."""
+    g = torch.Generator().manual_seed(11)
+    X = net.rnn_sequences(g, 3, n=2, L=3, dx=5, separation=0.2)
+    W, A, B = net.init(g, 3, 24, 5, 1)
+    D = net.forward(W, A, B, X).mask()
+    a = torch.randn(3, 1, generator=g, dtype=torch.float64)
+    y = torch.randn(3, 24, generator=g, dtype=torch.float64)
+    z = torch.randn(3, 24, generator=g, dtype=torch.float64)
+    Wp = (y.unsqueeze(-1) * z.unsqueeze(-2)) * 1e-2
+    tele = q._segment_rows_diff(a, B, D, W, Wp)
+    r_pert, r_plain = q._segment_rows(a, B, D, W + Wp), q._segment_rows(a, B, D, W)
+    assert set(tele) == set(r_pert) and len(tele) == 6
+    for key, v in tele.items():
+        torch.testing.assert_close(v, r_pert[key] - r_plain[key], rtol=1e-9, atol=1e-14)
+    tiny = q._segment_rows_diff(a, B, D, W, Wp * 1e-28)
+    for key, v in tiny.items():
+        assert float(v.abs().max()) > 1e-33  # resolved, ~1e-30 in size
+        lin = q._segment_rows_diff(a, B, D, W, Wp * 2e-28)
+        torch.testing.assert_close(lin[key], 2 * v, rtol=1e-12, atol=0)  # exactly linear down there
+        assert float((r_plain[key] - q._segment_rows(a, B, D, W + Wp * 1e-28)[key]).abs().max()) < 1e-15

@@ -987,15 +987,38 @@ def backward_perturbation(ctx: Context) -> Observation:
                                else "random") + ("; sequence 1" if k == 1 else ""))
 
 
+def _segment_rows_diff(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, W: torch.Tensor,
+                       Wp: torch.Tensor) -> dict[tuple[int, int], torch.Tensor]:
+    """a^T B D_{l2} (W + W') ... D_{l1} (W + W') - a^T B D_{l2} W ... D_{l1} W for every segment, by the telescoping
+    recursion Delta <- (Delta o D) (W + W') + (row_W o D) W' (exact, every term carries W', so no cancellation of two
+    O(1) products: the difference stays resolved at any ||W'||, where subtracting the two rows loses it below ~1e-16)."""
+    L = D.shape[2] - 1
+    base = (a.unsqueeze(-2) @ B).squeeze(-2)
+    Wt = W + Wp
+    out = {}
+    for l2 in range(1, L + 1):
+        M = base.unsqueeze(1).expand(-1, D.shape[1], -1)
+        delta = torch.zeros_like(M)
+        for l1 in range(l2, 0, -1):
+            MD = M * D[:, :, l1]
+            delta = (delta * D[:, :, l1]) @ Wt + MD @ Wp
+            M = MD @ W
+            out[(l1, l2)] = delta
+    return out
+
+
 def _backward_diff(a, B, W, Wp, f0, f1, which, kind, per_sample=False):
     D1, W1, D2, W2 = _BACK[which]
     pick_D = {"tilde": f0.mask(), "pert": f1.mask()}
     pick_W = {"tilde": W, "pert": W + Wp}
-    r1 = _segment_rows(a, B, pick_D[D1], pick_W[W1])
-    r2 = _segment_rows(a, B, pick_D[D2], pick_W[W2])
+    if D1 == D2 and W1 != W2:  # (b), (c): same patterns, W~ against W~ + W': the exact telescoped difference
+        r1, r2 = _segment_rows_diff(a, B, pick_D[D1], W, Wp), None
+    else:
+        r1 = _segment_rows(a, B, pick_D[D1], pick_W[W1])
+        r2 = _segment_rows(a, B, pick_D[D2], pick_W[W2])
     best = torch.zeros(W.shape[0], f0.h.shape[1], dtype=W.dtype)  # (R, n): max over segments, per sequence
     for key, v in r1.items():
-        diff = v - r2[key]
+        diff = v if r2 is None else v - r2[key]
         val = diff.norm(dim=-1) if kind == "norm" else diff.abs().amax(-1)
         best = torch.maximum(best, val)
     return best if per_sample else best.amax(-1)
