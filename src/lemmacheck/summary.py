@@ -154,8 +154,10 @@ def failure_text(res: ClaimResult) -> str:
     if res.scaling:
         s = res.scaling
         lines.append(f"  scaling: implied-constant slopes {s.get('implied_constant_slopes')} CI {s.get('slope_ci')}"
-                     f" ({s.get('statistic')}, tolerance {s.get('tolerance')}; fit over "
-                     f"{s.get('regime', 'all configurations')}); {s.get('reason', '')}")
+                     f" ({s.get('statistic_used') or s.get('statistic')}, tolerance {s.get('tolerance')}; fit over "
+                     f"{s.get('regime', 'all configurations')})"
+                     + (f"; Ĉ = 0 at the tracked level in configurations {s['zero_configs']} (bound met, not fitted)"
+                        if s.get("zero_configs") else "") + f"; {s.get('reason', '')}")
     rep = claim_repro(res)
     if rep:
         lines.append(f"  reproduce: {rep}")

@@ -32,6 +32,7 @@ from .stats import (
     draws_for_quantile,
     fit_quantile_scaling,
     fit_scaling,
+    quantile_interval,
     reducer,
     scaling_verdict,
     worst_level,
@@ -309,33 +310,57 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     shape = chk.bound.with_constants({c: 1.0 for c in chk.constants})
     how = STATISTIC_REDUCE[chk.statistic]
     upper = chk.relation in ("<=", "<")
-    rows, resp, used, deltas = [], [], [], []
+    rows, resp, used, deltas, floors = [], [], [], [], []
+    zero_configs: list[int] = []  # upper bound: configurations whose draws are all <= 0 (Ĉ = 0 there)
     for cfg, vals in zip(configs, samples):
         b = shape.evaluate(cfg.params)
         vals = vals[np.isfinite(vals)]
         pos = vals > 0
         if not pos.any() or not b > 0:
+            if upper and b > 0 and vals.size:
+                zero_configs.append(cfg.index)
             continue
         logc = np.log(vals[pos]) - math.log(b)
+        floor = -np.inf
         if upper and not pos.all():
             # a draw <= 0 satisfies an upper bound for every constant: it stays in the sample, below every
-            # other draw, so the quantile levels keep their meaning
-            logc = np.r_[np.full(int((~pos).sum()), logc.min() - 1.0), logc]
+            # other draw, so the quantile levels keep their meaning. The stand-in value is arbitrary, so only
+            # interval ends above it carry information (see the exclusion below) and no mean is taken over it.
+            floor = logc.min() - 1.0
+            logc = np.r_[np.full(int((~pos).sum()), floor), logc]
         # (against a lower bound, draws <= 0 are counted as violations by config_result and decide there)
         rows.append(cfg.params)
         resp.append(logc)
         used.append(cfg.index)
         deltas.append(cfg.delta)
+        floors.append(floor)
 
     n_min = min((len(r) for r in resp), default=0)
     alpha_cfg = SCALING_ALPHA / max(len(resp), 1)
-    if how == "quantile":  # the stated tail: 1 - δ quantile of an upper bound, δ of a lower one
+    statistic_note = None
+    if how == "mean" and any(np.isfinite(f) for f in floors):
+        # log Ĉ = -inf for a draw <= 0: the mean of log Ĉ does not exist, and a mean over stand-ins would move
+        # with their arbitrary value. The median of log Ĉ exists; its exact intervals decide instead.
+        how = "quantile"
+        statistic_note = "median-log: draws <= 0 make the mean of log Ĉ undefined"
+        levels = [0.5] * len(resp)
+    elif how == "quantile":  # the stated tail: 1 - δ quantile of an upper bound, δ of a lower one
         levels = [1.0 - d if upper else d for d in deltas]
     elif how in ("max", "min"):
         top = worst_level(n_min, alpha_cfg) if n_min else None
         levels = [] if top is None else [top if upper else 1.0 - top] * len(resp)
     else:
         levels = [0.5] * len(resp)  # mean-log: its bootstrap decides; medians only for the still-growing test
+    if levels:
+        # A configuration whose tracked quantile may itself be a draw <= 0 (its interval's upper end is a
+        # stand-in) has Ĉ = 0 at that level: it meets the bound for every constant and says nothing about a
+        # slope, and its arbitrary stand-in must not pull the fit down. Excluded and listed; the other
+        # stand-ins only widen the box of intervals (lower ends), which errs toward inconclusive.
+        keep = [j for j in range(len(resp)) if not (np.isfinite(floors[j])
+                and quantile_interval(resp[j], levels[j], alpha_cfg)[1] <= floors[j])]
+        zero_configs += [used[j] for j in range(len(resp)) if j not in keep]
+        rows, resp, used, deltas, levels = ([xs[j] for j in keep] for xs in (rows, resp, used, deltas, levels))
+        n_min = min((len(r) for r in resp), default=0)
     names = [k for k in claim.params if len({r[k] for r in rows}) > 1 and all(r[k] > 0 for r in rows)]
     out: dict[str, Any] = {"shape": shape.text, "constants": list(chk.constants), "tolerance": chk.tolerance,
                            "statistic": chk.statistic, "configs_used": used, "fitted": False,
@@ -344,6 +369,10 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
                            "draws_min": n_min}
     if levels and how != "mean":
         out["quantile_level"] = levels[0] if len(set(levels)) == 1 else levels
+    if statistic_note:
+        out["statistic_used"] = statistic_note
+    if zero_configs:
+        out["zero_configs"] = sorted(zero_configs)  # Ĉ = 0 at the tracked level: bound met, not fitted
     if not names or len(rows) <= len(names):
         out.update(verdict="inconclusive", reason=f"need more configurations than swept parameters {names}")
         return out

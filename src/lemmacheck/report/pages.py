@@ -659,8 +659,12 @@ def _scaling_facts(sc: dict[str, Any]) -> list[tuple[str, str]]:
     consts = sc.get("implied_constant") or []
     if consts:
         text = (f"{esc(S.fmt(min(consts)))} to {esc(S.fmt(max(consts)))} across {len(consts)} configurations "
-                f"({esc(sc.get('statistic', 'mean-log'))})")
+                f"({esc(sc.get('statistic_used') or sc.get('statistic', 'mean-log'))})")
         facts.append(("implied constant Ĉ", text))
+    if sc.get("zero_configs"):
+        zeros = esc(", ".join(map(str, sc["zero_configs"])))
+        why = "Ĉ is 0 at the tracked level, which meets the bound for any constant and carries no slope"
+        facts.append(("Ĉ = 0 (not fitted)", f"configurations {zeros}: {why}"))
     facts.append(("fit over", esc(sc.get("regime", "all configurations"))))
     return facts
 
