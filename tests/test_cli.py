@@ -47,6 +47,30 @@ def test_run_json_contract_and_exit_codes(tmp_path, claims_dir, capsys):
     assert main(["run", str(claims_dir), "--db", str(tmp_path / "r2.db")]) == 1
 
 
+def test_update_refuses_to_drop_the_results_of_a_claim_file_that_failed_to_load(tmp_path, claims_dir, capsys):
+    """A malformed file is not a deleted claim: `run --update` with a load error runs nothing and keeps every stored
+    shard (it used to drop the broken claim's results as if its file were gone)."""
+    from lemmacheck.store import Store
+
+    a = claims_dir / "a.toml"
+    a.write_text(NORM_CLAIM)
+    (claims_dir / "b.toml").write_text(NORM_CLAIM.replace('id        = "toy/lemma-1/norm"', 'id        = "toy/lemma-2/norm"'))
+    db = tmp_path / "u.db"
+    base = ["run", str(claims_dir), "--db", str(db)]
+    assert main(base) == 0
+    a.write_text(NORM_CLAIM.replace('relation    = "<="', 'relation    = "<=>"'))  # malformed
+    capsys.readouterr()
+    assert main([*base, "--update"]) == 2
+    err = capsys.readouterr().err
+    assert "a.toml" in err and "failed to load" in err and "nothing was run" in err
+    store = Store(db)
+    run_id = store.find_latest(0, "quick", [str(claims_dir)])
+    assert store.claim_ids(run_id) == ["toy/lemma-1/norm", "toy/lemma-2/norm"]
+    assert store.done_shards(run_id, "toy/lemma-1/norm")
+    a.write_text(NORM_CLAIM)  # repaired: the update keeps it (unchanged definition, nothing redrawn)
+    assert main([*base, "--update"]) == 0
+
+
 def test_repro_prints_the_same_numbers(tmp_path, claims_dir, capsys):
     (claims_dir / "norm.toml").write_text(NORM_CLAIM)
     out = tmp_path / "r.json"

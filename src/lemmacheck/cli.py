@@ -99,6 +99,12 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise LemmacheckError(f"--workers {a.workers}: expected 1 or more (1 runs in this process)")
     _use_device(a.device)
     claims, errors = _load(a.paths)
+    if errors and (a.update or a.rerun):
+        # --update drops the stored results of claims that are no longer there: a file that failed to load is not
+        # a deleted claim, and its stored shards (perhaps hours of draws) must not go with it.
+        raise LemmacheckError(f"{len(errors)} claim file(s) failed to load (above); --update would drop their stored "
+                              "results as if the claims were deleted, so nothing was run (fix: correct the files, or "
+                              "delete them on purpose)")
     if a.profile == "full":  # the full profile must reach every declared edge, or the claim says why
         from .claims import edge_warnings
 
