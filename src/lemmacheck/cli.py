@@ -90,10 +90,7 @@ def _use_device(device: str) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from .progress import RunProgress
-    from .runner import evaluate, run_claims
     from .store import Store
-    from .summary import run_json, table
 
     if a.workers < 1:
         raise LemmacheckError(f"--workers {a.workers}: expected 1 or more (1 runs in this process)")
@@ -112,6 +109,17 @@ def cmd_run(a: argparse.Namespace) -> int:
             _err(f"warning: {w}")
     Path(a.db).parent.mkdir(parents=True, exist_ok=True)
     store = Store(a.db)
+    try:
+        return _run_into(a, claims, errors, store)
+    finally:
+        store.close()  # checkpointed now, not whenever it is garbage-collected: `show` picks the newest store by mtime
+
+
+def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
+    from .progress import RunProgress
+    from .runner import evaluate, run_claims
+    from .summary import run_json, table
+
     paths = sorted(str(Path(p)) for p in (a.paths or ["claims"]))
     progress = RunProgress(claims, verbose=a.verbose, mode=_progress_mode(a))
     executor = None
