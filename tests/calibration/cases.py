@@ -100,11 +100,13 @@ SCALING_GRID = "m = [64, 512, 4096, 32768]"
 
 
 def _scaling_case(growth: str, truth: str, relation: str = "<=", probability: str = f"1 - {DELTA}", n: int = 200,
-                  extra_args: str = "", statistic: str = "", what: str = "") -> Case:
+                  extra_args: str = "", statistic: str = "", what: str = "", mean_log_reason: bool = False) -> Case:
     args = f'growth = "{growth}", sigma = 0.05{extra_args}'
     extra = 'constants = ["C"]\n' + (f'statistic = "{statistic}"' if statistic else "")
     text = _toml(f"scaling-{growth}-{'upper' if relation == '<=' else 'lower'}{'-always' if probability == 'always' else ''}",
                  "calib-scaling", relation, "C * sqrt(m)", probability, args, SCALING_PARAMS, SCALING_GRID, n, extra)
+    if mean_log_reason:  # the validator asks the notes for the reason a claim tracks the typical draw
+        text = text.replace('notes = "calibration case"', 'notes = "calibration case: mean-log, the typical draw"')
     return Case(what or f"scaling, C(m) {growth}", truth, text, n, configs=4, what="scaling")
 
 
@@ -120,6 +122,10 @@ def cases() -> list[Case]:
         _scaling_case("widening", "false", what="scaling: flat median, 1 - delta tail ~ m^0.3"),
         _scaling_case("zeros", "false", relation=">=", what="scaling lower bound: 30% exact zeros"),
         _scaling_case("flat", "true", relation=">=", what="scaling lower bound: flat constant"),
+        _scaling_case("thinning-zeros", "true", statistic="mean-log", mean_log_reason=True,
+                      what="scaling upper bound, mean-log: flat constant, zeros thinning from 30% to 0"),
+        _scaling_case("pow0.2-zero-top", "false", statistic="mean-log", mean_log_reason=True,
+                      what="scaling upper bound, mean-log: C(m) ~ m^0.2, 70% zeros at the top m"),
         _scaling_case("nan-above", "unknown", extra_args=", threshold = 32768",
                       what="scaling: NaN at the largest m (an estimator failure)"),
     ]

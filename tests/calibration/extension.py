@@ -38,7 +38,8 @@ def _constant(kind: str, m: torch.Tensor | float) -> float:
 
 @QUANTITIES.register("calib-scaling", "calibration: C(m) sqrt(m) exp(sigma Z) with C(m) = args.growth (flat, pow0.1, "
                      "pow0.2, sqrtlog, converge); 'widening' puts m^0.3 on 30% of draws (flat median, growing "
-                     "1 - delta tail); 'zeros' makes 30% of draws 0; 'nan-above' is NaN for m >= args.threshold",
+                     "1 - delta tail); 'zeros' makes 30% of draws 0; 'thinning-zeros' (flat) and 'pow0.2-zero-top' put zeros "
+                     "where a mean or a stand-in would mislead an upper-bound fit; 'nan-above' is NaN for m >= args.threshold",
                      networks=NET, memory=_memory)
 def scaling(ctx: Context) -> Observation:
     m = ctx.p("m")
@@ -51,6 +52,12 @@ def scaling(ctx: Context) -> Observation:
         value = torch.where(u < 0.3, value * m ** 0.3, value)
     elif kind == "zeros":
         value = torch.where(u < 0.3, torch.zeros_like(value), value)
+    elif kind == "thinning-zeros":  # flat C(m); the share of exact zeros falls from 30% at m = 64 to 0 at 32768
+        share = 0.3 * max(0.0, 1.0 - math.log(m / 64) / math.log(32768 / 64))
+        value = torch.where(u < share, torch.zeros_like(value), value)
+    elif kind == "pow0.2-zero-top":  # C(m) ~ m^0.2, and 70% exact zeros at the largest m
+        value = value * m ** 0.2
+        value = torch.where(u < (0.7 if m >= 32768 else 0.0), torch.zeros_like(value), value)
     elif kind == "nan-above" and m >= float(ctx.arg("threshold")):
         value = torch.full_like(value, math.nan)
     return Observation(value)

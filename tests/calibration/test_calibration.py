@@ -43,6 +43,8 @@ PINNED = [
     ("scaling: C(m) ~ sqrt(log m)", "inconclusive", "still-growing"),
     ("scaling: flat median, 1 - delta tail ~ m^0.3", "violated", None),
     ("scaling lower bound: 30% exact zeros", "violated", "non-positive"),
+    ("scaling upper bound, mean-log: flat constant, zeros thinning from 30% to 0", "holds", None),
+    ("scaling upper bound, mean-log: C(m) ~ m^0.2, 70% zeros at the top m", "violated", None),
     ("scaling: NaN at the largest m (an estimator failure)", "inconclusive", "errors"),
     ("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float64", "holds", None),
     ("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float32", "holds", None),
