@@ -238,7 +238,8 @@ def _sparse_sup(M: torch.Tensor, k: int, iters: int) -> torch.Tensor:
 # ---------------------------------------------------------------- perturbations
 
 
-def _change(which: str, f0: net.Forward, f: net.Forward) -> torch.Tensor:
+def _change(which: str, f0: net.Forward, f: net.Forward, per_sample: bool = False) -> torch.Tensor:
+    """max over layers l >= 1 (and sequences i, unless per_sample: then (R, n)) of the change `which`."""
     if which == "h":
         v = (f.h - f0.h).norm(dim=-1)
     elif which == "g":
@@ -249,7 +250,8 @@ def _change(which: str, f0: net.Forward, f: net.Forward) -> torch.Tensor:
         v = ((f.g >= 0) != (f0.g >= 0)).sum(-1).to(f.g.dtype)
     else:
         raise EstimatorError(f"args.which = {which!r}: one of h, g, dg, count")
-    return v[:, :, 1:].amax(dim=(-1, -2))
+    v = v[:, :, 1:].amax(dim=-1)
+    return v if per_sample else v.amax(dim=-1)
 
 
 @QUANTITIES.register("rnn-forward-perturbation", "sup over ||W'||_2 <= tau0/sqrt(m) of max_{i,l} ||h_{i,l}(W~+W') - "
@@ -293,8 +295,7 @@ def pattern_changes(ctx: Context) -> Observation:
         found = torch.zeros_like(best)
 
         def counts(Wt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            f = net.forward(Wt, A, B, X)
-            c = ((f.g >= 0) != (f0.g >= 0)).sum(-1).to(f.g.dtype)[:, :, 1:].amax(-1)  # (R, n): max over l
+            c = _change("count", f0, net.forward(Wt, A, B, X), per_sample=True)  # (R, n): max over l
             return c[:, :k].amax(-1), c.amax(-1)
 
         if level >= 1:
