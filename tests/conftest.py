@@ -3,6 +3,16 @@
 from pathlib import Path
 
 import pytest
+from plugins import CLAIMS
+
+# The toy claims below use zou2018's network and quantities: a plugin of the toy folder reuses that paper's
+# plugin, as a user's paper may reuse a shipped one (lemmacheck.claims.load_extension).
+TOY_EXTENSION = f'''from pathlib import Path
+
+from lemmacheck.claims import load_extension
+
+load_extension(Path({str(CLAIMS / "zou2018")!r}))
+'''
 
 # A minimal valid claim: cheap quantity, two configurations, explicit constants.
 NORM_CLAIM = '''
@@ -46,6 +56,7 @@ grid = { m = [16, 64], L = [1, 2] }
 def claims_dir(tmp_path: Path) -> Path:
     d = tmp_path / "claims" / "toy"
     d.mkdir(parents=True)
+    (d / "extension.py").write_text(TOY_EXTENSION)
     return d
 
 

@@ -10,10 +10,12 @@ import itertools
 import math
 
 import torch
+from plugins import paper
 
 from lemmacheck.linalg import gram
-from lemmacheck.nets import allenzhu2018 as az
-from lemmacheck.nets import du2018 as du
+
+az = paper("allenzhu2018").network
+du = paper("du2018").network
 
 
 def dense_gradient_descent(net: du.DuNet, Ws: list[torch.Tensor], a: torch.Tensor, X: torch.Tensor,

@@ -20,6 +20,7 @@ import time
 
 import pytest
 import torch
+from plugins import paper
 from references import (
     autograd_gd_second_order,
     autograd_gradient_descent,
@@ -34,10 +35,11 @@ from torch.utils.flop_counter import FlopCounterMode
 import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck import kernels
 from lemmacheck.context import Context
-from lemmacheck.nets import allenzhu2018 as rnn
-from lemmacheck.nets import du2018
-from lemmacheck.nets import zou2018 as net
 from lemmacheck.registry import QUANTITIES
+
+rnn = paper("allenzhu2018").network
+du2018 = paper("du2018").network
+net = paper("zou2018").network
 
 # issue 15's sizes (--benchmark-enable or LEMMACHECK_BENCH=issue) and the cheap ones of the default test run.
 # `base_R`: replicates the straightforward loop runs (its time is linear in them: reported per replicate).

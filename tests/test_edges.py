@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lemmacheck.claims import edge_warnings, load_claims, missed_edges, parse_claim
+from lemmacheck.claims import load_claims, parse_claim
+from lemmacheck.shards import edge_warnings, missed_edges
 from lemmacheck.errors import ClaimError
 
 ROOT = Path(__file__).resolve().parents[1]

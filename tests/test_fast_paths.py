@@ -6,14 +6,16 @@ import math
 
 import pytest
 import torch
+from plugins import paper
 from scipy import stats
 
 import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck import linalg as la
 from lemmacheck.context import Context
-from lemmacheck.nets import zou2018 as net
-from lemmacheck.quantities import zou2018 as zq
 from lemmacheck.registry import QUANTITIES
+
+net = paper("zou2018").network
+zq = paper("zou2018").quantities
 
 
 def _ctx(params, R, seed, args=None, search="none"):
@@ -126,7 +128,7 @@ def test_du2018_column_gd_equals_the_general_path(kind, track):
     general path's trajectory and records the same quantities, whatever is tracked; untracked ones stay NaN/empty.
     Teeth: a step size off by 1e-6 moves the losses beyond the tolerance."""
     from lemmacheck import kernels
-    from lemmacheck.nets import du2018 as du
+    du = paper("du2018").network
 
     g = torch.Generator().manual_seed(9)
     R, n, d, m, H, T = 3, 5, 7, 24, 3, 8
@@ -155,7 +157,7 @@ def test_du2018_gd_in_replicate_chunks_equals_one_batch(monkeypatch):
     """GD runs replicates in cache-sized chunks (GD_CACHE_BYTES); the chunks' trajectories, weights and the
     per-replicate λ and η line up with the one-batch run (chunk sizes 1 and 2 of 3 replicates, one uneven)."""
     from lemmacheck import kernels
-    from lemmacheck.nets import du2018 as du
+    du = paper("du2018").network
 
     g = torch.Generator().manual_seed(4)
     R, n, d, m, H, T = 3, 4, 6, 16, 3, 6

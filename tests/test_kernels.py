@@ -9,9 +9,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 
 from lemmacheck import kernels as k
-from lemmacheck.nets import du2018 as du
+
+du = paper("du2018").network
+duk = paper("du2018").kernels
 
 F64 = torch.float64
 
@@ -84,9 +87,9 @@ def test_node_doubling_for_analytic_activations(name):
     X = unit(gen, 1, 4, 7)
     act = k.get_activation(name)
     eng = k.Engine(act, Q=k.DEFAULT_NODES, check=True)
-    K = k.fc_kernels(X, act, 3, eng)
+    K = duk.fc_kernels(X, act, 3, eng)
     assert eng.max_change < (1e-10 if name == "tanh" else 1e-12), eng.max_change  # tanh: poles at ±iπ/2
-    K_coarse = k.fc_kernels(X, act, 3, k.Engine(act, Q=16))  # and 16 nodes is visibly worse
+    K_coarse = duk.fc_kernels(X, act, 3, k.Engine(act, Q=16))  # and 16 nodes is visibly worse
     assert float((K_coarse.ntk - K.ntk).abs().max()) > 1e-10
 
 
@@ -104,8 +107,8 @@ def test_fc_recursion_erf_quadrature_equals_closed_form():
     gen = torch.Generator().manual_seed(4)
     X = unit(gen, 3, 6, 5)
     act = k.erf()
-    quad = k.fc_kernels(X, act, 4, k.Engine(act, method="quadrature"))
-    exact = k.fc_kernels(X, act, 4, k.Engine(act, method="closed-form"))
+    quad = duk.fc_kernels(X, act, 4, k.Engine(act, method="quadrature"))
+    exact = duk.fc_kernels(X, act, 4, k.Engine(act, method="closed-form"))
     for a, b in zip(quad.layer, exact.layer):
         assert torch.allclose(a, b, atol=1e-12)
     assert torch.allclose(quad.ntk, exact.ntk, atol=1e-12)
@@ -117,12 +120,12 @@ def test_fc_recursion_erf_quadrature_equals_closed_form():
 def test_fc_recursion_relu_engine_matches_independent_arccos_recursion():
     gen = torch.Generator().manual_seed(5)
     X = unit(gen, 2, 5, 8)
-    Ks, ntk = k.relu_fc_kernels_closed_form(X, 3)
-    res = k.fc_kernels(X, k.relu(), 3)  # auto: closed form
+    Ks, ntk = duk.relu_fc_kernels_closed_form(X, 3)
+    res = duk.fc_kernels(X, k.relu(), 3)  # auto: closed form
     assert torch.allclose(res.ntk, ntk, atol=1e-14)
     for a, b in zip(res.layer[:3], Ks):
         assert torch.allclose(a, b, atol=1e-14)
-    quad = k.fc_kernels(X, k.relu(), 3, k.Engine(k.relu(), Q=256, method="quadrature"))
+    quad = duk.fc_kernels(X, k.relu(), 3, k.Engine(k.relu(), Q=256, method="quadrature"))
     assert float((quad.ntk - ntk).abs().max()) < 0.03  # algebraic convergence (see the previous tests)
     assert float((quad.layer[2] - Ks[2]).abs().max()) < 2e-3
 
@@ -132,14 +135,14 @@ def test_resnet_cross_term_readings_coincide_for_unit_inputs_and_p1_cnn_equals_r
     X = unit(gen, 2, 5, 6)
     act = k.softplus()
     s = torch.tensor([0.1, 0.3], dtype=F64)
-    a = k.resnet_kernels(X, act, 4, s, cross="paired")
-    b = k.resnet_kernels(X, act, 4, s, cross="printed")
-    c = k.cnn_kernels(X.unsqueeze(-1), act, 4, s, q=1)
+    a = duk.resnet_kernels(X, act, 4, s, cross="paired")
+    b = duk.resnet_kernels(X, act, 4, s, cross="printed")
+    c = duk.cnn_kernels(X.unsqueeze(-1), act, 4, s, q=1)
     assert torch.allclose(a.ntk, b.ntk, atol=1e-15) and torch.allclose(a.ntk, c.ntk, atol=0)
     # Non-unit inputs separate the two readings: the printed one is not symmetric in how b pairs.
     Xs = X * torch.linspace(0.5, 1.5, 5, dtype=F64)[:, None]
-    a2 = k.resnet_kernels(Xs, act, 4, s, cross="paired")
-    b2 = k.resnet_kernels(Xs, act, 4, s, cross="printed")
+    a2 = duk.resnet_kernels(Xs, act, 4, s, cross="paired")
+    b2 = duk.resnet_kernels(Xs, act, 4, s, cross="printed")
     assert float((a2.layer[3] - b2.layer[3]).abs().max()) > 1e-6
 
 
@@ -149,7 +152,7 @@ def test_patch_gram_matches_explicit_patches():
     for q in (1, 3, 5):
         P = du.patches(x, q)
         pts = P.permute(0, 1, 3, 2).reshape(2, 15, -1)
-        assert torch.allclose(k.patch_gram(du.point_gram(x), 3, 5, q), pts @ pts.transpose(-1, -2), atol=1e-13)
+        assert torch.allclose(duk.patch_gram(du.point_gram(x), 3, 5, q), pts @ pts.transpose(-1, -2), atol=1e-13)
 
 
 def test_block_lambda_min():

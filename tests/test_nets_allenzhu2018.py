@@ -8,17 +8,19 @@ import math
 
 import numpy as np
 import pytest
+import references
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import stats
 
-import references
 from lemmacheck.context import Context
 from lemmacheck.inputs import min_separation
-from lemmacheck.nets import allenzhu2018 as net
-from lemmacheck.quantities import allenzhu2018 as q
 from lemmacheck.search import greedy_flip_vector
+
+net = paper("allenzhu2018").network
+q = paper("allenzhu2018").quantities
 
 LEVEL = 1e-6
 Z = stats.norm.isf(LEVEL / 2)

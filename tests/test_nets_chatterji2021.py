@@ -8,9 +8,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 
 from lemmacheck import kernels as k
-from lemmacheck.nets import chatterji2021 as ch
+
+ch = paper("chatterji2021").network
 
 F64 = torch.float64
 
@@ -110,7 +112,7 @@ def test_gradient_upper_ratio_survives_underflow_of_the_loss():
     plain ratio is 0/0). Oracle for that regime: g_s = e^{-m_s}(1 + O(e^{-m})) and J = (1/n) sum_s e^{-m_s}
     (1 + O(e^{-m})), so the ratio is ||sum_s y_s w_s grad f_s|| / (sqrt((L+1)p) ||V||^(L+1)) with w = softmax(-m),
     from per-sample gradients (another code path)."""
-    from lemmacheck.quantities.chatterji2021 import lemma_4_3_ratio
+    lemma_4_3_ratio = paper("chatterji2021").quantities.lemma_4_3_ratio
 
     X, _, Vs, act = setup(seed=4, act="huberized-relu", L=3, scale=40.0, p=16)
     fwd = ch.forward(Vs, X, act)

@@ -9,10 +9,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from references import dense_gradient_descent
 
 from lemmacheck import kernels as k
-from lemmacheck.nets import du2018 as du
+
+du = paper("du2018").network
 
 F64 = torch.float64
 
@@ -381,7 +383,7 @@ def test_every_registered_quantity_runs_is_finite_and_depends_on_the_draws(netwo
     """Smoke test over every estimator and architecture. A quantity forced to a constant (or one that ignores
     the architecture) would slip through a finiteness check, so each must also change with the seed and,
     except λ₀-only ones, differ between architectures."""
-    from lemmacheck.quantities import du2018 as q
+    q = paper("du2018").quantities
     from lemmacheck.registry import QUANTITIES
 
     params = {"m": 16, "H": 2, "n": 3, "d": 4, "c_lambda": 0.5, "R": 0.05, "kappa": 1.0, "T": 3,

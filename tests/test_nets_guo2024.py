@@ -11,12 +11,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import stats
 
 from lemmacheck.context import Context
-from lemmacheck.nets import guo2024 as net
-from lemmacheck.quantities import guo2024 as q
 from lemmacheck.search import greedy_flip_vector
+
+net = paper("guo2024").network
+q = paper("guo2024").quantities
 
 ALPHAS = [-1.0, 0.0, 0.3, -2.5, -0.1]
 LEVEL = 1e-6  # two-sided false-alarm rate of each statistical test with an exact null

@@ -7,9 +7,11 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import stats
 
-from lemmacheck.nets import zou2018 as net
+net = paper("zou2018").network
+
 
 
 def reference_forward(Ws, x):

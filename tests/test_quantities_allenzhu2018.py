@@ -9,13 +9,15 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import integrate, stats
 
 import lemmacheck.builtin  # noqa: F401  (registers every quantity)
 from lemmacheck.context import Context
-from lemmacheck.nets import allenzhu2018 as net
-from lemmacheck.quantities import allenzhu2018 as q
 from lemmacheck.registry import QUANTITIES
+
+net = paper("allenzhu2018").network
+q = paper("allenzhu2018").quantities
 
 INP = {"kind": "rnn-sequences", "n": "n", "L": "L", "dx": "dx", "separation": "delta", "tail": "random"}
 P = {"m": 32, "L": 3, "n": 2, "dx": 4, "d": 1, "delta": 0.2, "tau0": 1.0}

@@ -12,11 +12,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 
 import lemmacheck.builtin  # noqa: F401  (registers the quantities)
 from lemmacheck.context import Context
-from lemmacheck.nets import chatterji2021 as net
-from lemmacheck.quantities import chatterji2021 as q
+
+net = paper("chatterji2021").network
+q = paper("chatterji2021").quantities
 
 F64 = torch.float64
 

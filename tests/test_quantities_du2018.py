@@ -7,11 +7,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from plugins import paper
 
 from lemmacheck import kernels as k
 from lemmacheck.context import Context
-from lemmacheck.nets import du2018 as du
 from lemmacheck.registry import QUANTITIES
+
+du = paper("du2018").network
 
 F64 = torch.float64
 
@@ -57,7 +59,7 @@ def test_pair_expectation_matches_monte_carlo_and_sqrt_form_is_weyl_type():
     gen = torch.Generator().manual_seed(3)
     Z = torch.randn(2_000_000, 2, generator=gen, dtype=F64) @ torch.linalg.cholesky(S).T
     mc = float((act.f(Z[:, 0]) * act.f(Z[:, 1])).mean())
-    from lemmacheck.quantities.du2018 import _pair_F, _sqrtm
+    _pair_F, _sqrtm = paper("du2018").quantities._pair_F, paper("du2018").quantities._sqrtm
 
     assert abs(float(_pair_F(act, S)) - mc) < 5e-3
     R2 = _sqrtm(S)
@@ -188,7 +190,7 @@ def test_one_step_descent_ratio_is_at_least_one_and_kernel_block_ratio():
 
 def test_movement_bound_ratio_matches_trajectory_and_q_prime():
     """gd-movement-bound-ratio against a plain recomputation from the same seed: movement / (4 Q'(0) / lambda_0)."""
-    from lemmacheck.quantities import du2018 as qd
+    qd = paper("du2018").quantities
 
     params = {"m": 16, "H": 2, "n": 3, "d": 5, "c_lambda": 0.5, "kappa": 1.0, "T": 3}
     c1 = ctx(params, "du2018-fc", R=2, seed=9, args={"nodes": 24, "which": "movement"})
@@ -206,7 +208,7 @@ def test_second_order_ratio_is_first_order_in_the_step_on_the_recorded_b6_draws(
     lambda_0 = 5.6e-7 and eta lambda_0 ~ 3e-15, read 0.13 > 1/8 from the rounding of u in u(k+1) − u(k). I_2 is second
     order in eta, so the ratio ||I_2|| / (eta lambda_0 ||y − u||) must halve with kappa on every draw; rounding noise does
     not (the old estimate's ratios ranged from 0.28 to 2.0 over these 16 draws)."""
-    from lemmacheck.runner import seeded_generator, shard_seed
+    from lemmacheck.shards import seeded_generator, shard_seed
 
     def run(kappa):
         params = {"m": 64, "H": 4, "n": 4, "d": 8, "c_lambda": 0.5, "kappa": kappa, "T": 3}

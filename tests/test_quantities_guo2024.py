@@ -12,11 +12,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import stats
 
 from lemmacheck.context import Context
-from lemmacheck.nets import guo2024 as net
-from lemmacheck.quantities import guo2024 as q
+
+net = paper("guo2024").network
+q = paper("guo2024").quantities
 
 
 def _ctx(params, seed=0, R=4, args=None, search="none", geometry="random", separation="delta"):

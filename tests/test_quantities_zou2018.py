@@ -13,14 +13,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plugins import paper
 from scipy import stats
 
 import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck.context import Context
-from lemmacheck.nets import zou2018 as net
-from lemmacheck.quantities import generic as gq
-from lemmacheck.quantities import zou2018 as zq
 from lemmacheck.registry import QUANTITIES
+
+net = paper("zou2018").network
+gq = paper("zou2018").scalar_lemmas
+zq = paper("zou2018").quantities
 
 Z6 = 4.89  # two-sided normal quantile at false-alarm rate 1e-6
 

@@ -16,7 +16,8 @@ from conftest import NORM_CLAIM
 from lemmacheck.claims import load_claim, load_claims
 from lemmacheck.cli import main
 from lemmacheck.errors import ClaimError, LemmacheckError
-from lemmacheck.runner import ShardTask, config_seed, evaluate, execute_shard, plan, run_claims, shard_seed
+from lemmacheck.runner import evaluate, plan, run_claims
+from lemmacheck.shards import ShardTask, config_seed, execute_shard, shard_seed
 from lemmacheck.stats import DEFAULT_ALPHA
 from lemmacheck.store import Store
 from lemmacheck.summary import run_json

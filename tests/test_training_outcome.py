@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import torch
+from plugins import paper
 
 from lemmacheck.context import Context
-from lemmacheck.nets import zou2018 as net
 from lemmacheck.registry import QUANTITIES
+
+net = paper("zou2018").network
 
 SPEC = {"kind": "unit-sphere", "n": "n", "d": "d", "separation": "0.5", "geometry": "duplicated-directions",
         "labels": "+-+-+-"}

@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from .builtin import load_installed_extensions
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
 from .inputs import check_points, label_pattern
@@ -476,25 +478,39 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                  expect, finding, "", path, raw)
 
 
-def load_extension(folder: Path) -> None:
-    """Import `folder/extension.py` (new settings or quantities for that paper's claims) once."""
+def load_extension(folder: Path) -> ModuleType | None:
+    """Import the folder's plugin once and return it (None if it has none): `extension.py`, or an `extension/`
+    package whose `__init__.py` imports its modules (a paper's network and quantities). The module's name is
+    derived from the resolved path, so the claims, the workers and a test that loads the same folder share one
+    module (and one registration)."""
     ext = folder / EXTENSION_FILE
-    if not ext.is_file():
-        return
-    full = str(ext.resolve())
-    modname = f"lemmacheck_ext_{ext.parent.name.replace('-', '_').replace('.', '_')}_{zlib.crc32(full.encode()):08x}"
+    package = folder / EXTENSION_FILE.removesuffix(".py")
+    if package.is_dir() and (package / "__init__.py").is_file():
+        entry, search = package / "__init__.py", [str(package)]
+    elif ext.is_file():
+        entry, search = ext, None
+    else:
+        return None
+    full = str(entry.resolve())
+    modname = f"lemmacheck_ext_{folder.resolve().name.replace('-', '_').replace('.', '_')}_{zlib.crc32(full.encode()):08x}"
     if modname in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(modname, ext)
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, entry, submodule_search_locations=search)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[modname]  # a broken plugin is retried (and its error shown again) on the next load
+        raise
+    return module
 
 
 def load_claim(path: str | Path) -> Claim:
     """Load and validate one claim file, read afresh on every call (an edited file is never served stale)."""
     path = Path(path)
+    load_installed_extensions()
     load_extension(path.parent)
     try:
         with open(path, "rb") as fh:
@@ -626,34 +642,6 @@ def edges(claim: Claim) -> list[tuple[str, str, float]]:
         out.append((name, "min", lo))
         if hi != lo:
             out.append((name, "max", hi))
-    return out
-
-
-def missed_edges(claim: Claim, profile: str = "full", seed: int = 0) -> list[tuple[str, str, float]]:
-    """Declared edges that no configuration of the profile (its configs and grid, and the configurations its
-    `explore` draws at run seed `seed`) reaches, and that the claim's `edges_skipped` does not explain."""
-    if claim.check is None:
-        return []
-    from .runner import _crc, explore_configs
-
-    prof = claim.profiles[profile]
-    cfgs = list(prof.configs)
-    if prof.explore:
-        cfgs += explore_configs(claim, prof.explore, seed ^ _crc(claim.id))
-    skipped = claim.raw.get("edges_skipped", {})
-    return [(name, end, v) for name, end, v in edges(claim) if name not in skipped
-            and not any(math.isclose(c[name], v, rel_tol=1e-9, abs_tol=1e-12) for c in cfgs)]
-
-
-def edge_warnings(claims: list[Claim]) -> list[str]:
-    """One line per claim whose full profile never reaches an edge of a declared parameter without saying why."""
-    out = []
-    for c in claims:
-        miss = missed_edges(c)
-        if miss:
-            out.append(f"{c.source}: field 'profiles.full': never reaches the declared edge(s) "
-                       + ", ".join(f"{n} = {v:g} ({end})" for n, end, v in miss)
-                       + " (fix: add configurations there, or say why in `edges_skipped = { name = \"reason\" }`)")
     return out
 
 

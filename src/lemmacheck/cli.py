@@ -103,7 +103,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                               "results as if the claims were deleted, so nothing was run (fix: correct the files, or "
                               "delete them on purpose)")
     if a.profile == "full":  # the full profile must reach every declared edge, or the claim says why
-        from .claims import edge_warnings
+        from .shards import edge_warnings
 
         for w in edge_warnings(claims):
             _err(f"warning: {w}")

@@ -31,7 +31,7 @@ from .claims import Claim, config_values, parse_claim
 from .context import DTYPES, Context
 from .inputs import all_patterns
 from .registry import QUANTITIES
-from .runner import ShardTask, config_seed, execute_shard, shard_seed
+from .shards import ShardTask, config_seed, execute_shard, shard_seed
 from .search import move_points
 from .stats import DEFAULT_ALPHA, clopper_pearson
 from .verdicts import slack, violates

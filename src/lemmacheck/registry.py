@@ -1,8 +1,9 @@
 """Name -> implementation registries for network settings, quantities and input generators.
 
-A claim file refers to these by name. Built-ins register on import of `lemmacheck.builtin`; a researcher adds
-new ones from a Python module beside their claims (`claims/<paper>/extension.py`) or from another package's
-`lemmacheck.extensions` entry point, without touching src/.
+A claim file refers to these by name. The engine's own (input generators, the `scalar` setting, generic
+quantities) register on import of `lemmacheck.builtin`, which the claim loader imports; every paper adds its own from a plugin beside its claims
+(`claims/<paper>/extension.py`, or an `extension/` package), or from another package's `lemmacheck.extensions`
+entry point, without touching src/.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def register(self, name: str, description: str, *, networks: tuple[str, ...] = (), **extra: Any):
-        """Decorator: `@QUANTITIES.register("max-layer-output-norm", "max_{l,i} ||x_{l,i}||", networks=("zou2018",))`."""
+        """Decorator: `@QUANTITIES.register("max-layer-output-norm", "max_{l,i} ||x_{l,i}||", networks=("my-net",))`."""
         if not description or "\n" in description.strip():
             raise ValueError(f"{self.kind} '{name}' needs a one-line description")
 
@@ -43,18 +44,15 @@ class Registry:
         return deco
 
     def get(self, name: str) -> Entry:
-        ensure_builtins()
         try:
             return self._entries[name]
         except KeyError:
             raise KeyError(f"unknown {self.kind} '{name}'") from None
 
     def __contains__(self, name: str) -> bool:
-        ensure_builtins()
         return name in self._entries
 
     def names(self) -> list[str]:
-        ensure_builtins()
         return sorted(self._entries)
 
     def entries(self) -> list[Entry]:
@@ -64,23 +62,6 @@ class Registry:
 NETWORKS = Registry("network")
 QUANTITIES = Registry("quantity")
 INPUTS = Registry("input generator")
-
-_loaded = False
-
-
-def ensure_builtins() -> None:
-    """Import the built-in settings and quantities, and installed packages' entry points, once."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    from importlib.metadata import entry_points
-
-    importlib.import_module("lemmacheck.builtin")
-    for ep in entry_points(group="lemmacheck.extensions"):
-        ep.load()
-
 
 def describe(registry: Registry) -> list[dict[str, Any]]:
     return [

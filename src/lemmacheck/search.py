@@ -1,5 +1,5 @@
 """How "for all" is approached: perturbation searches within per-layer balls ||Δ_l|| ≤ τ, in spectral norm
-(zou2018, guo2024, allenzhu2018) or Frobenius norm (du2018's ||W(k) − W(0)||_F ≤ √m R).
+(the usual "||W̃_l − W_l||_2 ≤ τ") or Frobenius norm (a trajectory's "||W(k) − W(0)||_F ≤ √m R").
 
 A search returns the largest value of a target it found: a lower estimate of the supremum. It can refute
 an upper bound on the supremum, never prove it; claims name the search they used and reports repeat it.
@@ -66,7 +66,7 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
 
     `stepper()` makes, for each ascent start, the function that takes (Ds, ascent steps) to the projected next Ds;
     the default projects every layer with the ball's projection. A stepper that keeps state along one start
-    (zou2018's rank-one tracked projections) must return the same projection to rounding."""
+    (rank-one tracked projections, say) must return the same projection to rounding."""
     scale, project = BALLS[norm]
     if stepper is None:
         stepper = lambda: lambda Ds, moves: [project(D + s, tau) for D, s in zip(Ds, moves)]
@@ -114,7 +114,7 @@ def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, ge
 
 
 def greedy_flip_vector(g: torch.Tensor, scale: torch.Tensor, budget: float, margin: float = 1e-9) -> torch.Tensor:
-    """Exact greedy sign-flip adversary (guo2024 catalogue D6, zou2018 P1): u with ||u|| <= 1 such that g + budget·scale·u changes the sign (≥ 0 vs < 0) of as
+    """Exact greedy sign-flip adversary (sign-pattern lemmas' worst case): u with ||u|| <= 1 such that g + budget·scale·u changes the sign (≥ 0 vs < 0) of as
     many coordinates of g as possible: the |g_j| are spent in increasing order while Σ u_j² ≤ 1.
     g (..., m), scale (...,) > 0 the factor by which u reaches g (||h_{l-1}|| for W' = budget·u ĥᵀ)."""
     need = g.abs() * (1 + margin) / (budget * scale.unsqueeze(-1)).clamp_min(1e-300)

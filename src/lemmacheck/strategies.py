@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from .claims import Claim, config_values
 from .expressions import parse
 from .inputs import GEOMETRIES, LABELS, all_patterns, draw_labels, min_separation, unit_sphere
-from .runner import param_strategy
+from .shards import param_strategy
 
 # Shrinking moves towards the front of a sampled_from: the simplest, most symmetric configurations first.
 GEOMETRY_ORDER = ("cross-polytope", "polygon", "simplex", "lattice", "arc", "antipodal-pairs",

@@ -433,7 +433,7 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
 # from below like 1 - m^-1/2 rises at a local slope m^-1/2 / 2 (0.005 from m = 4096 to 32768). Calibrated in
 # docs/calibration.md: at 0.02, sqrt(log m) read "holds" in 3% of seeds; at 0.01 in none, converging never flagged.
 STILL_GROWING_SLOPE = 0.01
-# ... and by more than 3% in all (log rise 0.03): a bounded domain's last few percent (zou2018 Lemma A.3's Ĉ goes
+# ... and by more than 3% in all (log rise 0.03): a bounded domain's last few percent (a scalar lemma's Ĉ going
 # 0.0532 -> 0.0545 from theta = 0.3 to 1, away from its asymptotic theta -> 0) is not growth; sqrt(log m) rises 12%
 # from m = 4096 to 32768 (flagged in 60/60 calibration seeds at 0.03, 55/60 at 0.05).
 STILL_GROWING_RISE = 0.03

@@ -3,7 +3,7 @@ truncation collisions."""
 
 import torch
 
-from lemmacheck.runner import config_seed, seeded_generator, shard_seed
+from lemmacheck.shards import config_seed, seeded_generator, shard_seed
 
 P = {"m": 64, "L": 2}
 

@@ -13,7 +13,7 @@ R (perturbation radius: ‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R per layer), ka
 Options (check.args): activation (default "softplus", any smooth name in kernels.ACTIVATIONS), sampler
 ("conditional": exact-in-distribution features at init without weights, or "full"), labels ("rademacher" or
 "uniform" on [−1, 1]; |y_i| ≤ 1), step ("paper" or "practical"; see `_step_size`), nodes (Gauss–Hermite,
-default NODES), cross / aggregation (kernel readings, see kernels.cnn_kernels).
+default NODES), cross / aggregation (kernel readings, see du_kernels.cnn_kernels).
 
 λ₀ = λ_min(K^{(H)}) is computed per replicate's dataset by 2-D Gauss–Hermite quadrature and re-checked with
 twice the nodes (method strings record the change); replicates whose λ₀ is not positive beyond that error
@@ -27,13 +27,15 @@ from collections.abc import Callable
 
 import torch
 
-from .. import kernels
-from ..context import Context, Observation
-from ..errors import EstimatorError
-from ..linalg import gaussian_spectral_norm, spectral_norm
-from ..nets import du2018 as net
-from ..registry import QUANTITIES
-from ..search import maximise
+from lemmacheck import kernels
+from lemmacheck.context import Context, Observation
+from lemmacheck.errors import EstimatorError
+from lemmacheck.linalg import gaussian_spectral_norm, spectral_norm
+from lemmacheck.registry import QUANTITIES
+from lemmacheck.search import maximise
+
+from . import kernels as du_kernels
+from . import network as net
 
 KINDS = {net.FC: "fc", net.RESNET: "resnet", net.CNN: "cnn"}  # registered network name -> architecture
 # Gauss–Hermite nodes for λ₀, re-checked with twice as many: softplus, sigmoid, Swish and GELU converge to
@@ -78,7 +80,7 @@ def _ok(dn: net.DuNet, R: int, mask: torch.Tensor | None = None) -> torch.Tensor
 
 
 @torch.no_grad()
-def _kernels(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[kernels.DuKernels, torch.Tensor, str]:
+def _kernels(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[du_kernels.DuKernels, torch.Tensor, str]:
     """K^{(·)} and λ₀ per replicate, with twice-the-nodes check; also the mask of replicates whose
     Assumption (λ₀ > 0 and λ > 0, beyond the quadrature change) holds."""
     eng = kernels.Engine(dn.act, Q=int(ctx.arg("nodes", NODES)), check=True)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import EstimatorError
-from ..inputs import unit_sphere
-from ..registry import INPUTS, NETWORKS
+from lemmacheck.errors import EstimatorError
+from lemmacheck.inputs import unit_sphere
+from lemmacheck.registry import INPUTS, NETWORKS
 
 NAME = "allenzhu2018"
 NETWORKS.register(NAME, "Elman ReLU RNN h_l = relu(W h_{l-1} + A x_l), y_l = B h_l: W, A ~ N(0,2/m), "

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from ..context import Context, Observation
-from ..linalg import (
+from lemmacheck.context import Context, Observation
+from lemmacheck.linalg import (
     BallTracker,
     gaussian_spectral_norm,
     low_rank_spectral_norm,
@@ -20,9 +20,10 @@ from ..linalg import (
     spectral_norm_at_most,
     top_s_norm,
 )
-from ..nets import zou2018 as net
-from ..registry import QUANTITIES
-from ..search import BALLS, maximise, random_perturbation
+from lemmacheck.registry import QUANTITIES
+from lemmacheck.search import BALLS, maximise, random_perturbation
+
+from . import network as net
 
 NET = (net.NAME,)
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import kernels
-from ..kernels import Activation
-from ..registry import NETWORKS
+from lemmacheck import kernels
+from lemmacheck.kernels import Activation
+from lemmacheck.registry import NETWORKS
 
 NAME = "chatterji2021"
 NETWORKS.register(NAME, "bias-free width-p deep net f = V_{L+1} phi(V_L ... phi(V_1 x)), all L+1 layers trained, "

@@ -18,12 +18,13 @@ import math
 
 import torch
 
-from .. import linalg
-from ..context import Context, Observation
-from ..errors import EstimatorError
-from ..kernels import Activation
-from ..nets import chatterji2021 as net
-from ..registry import QUANTITIES
+from lemmacheck import linalg
+from lemmacheck.context import Context, Observation
+from lemmacheck.errors import EstimatorError
+from lemmacheck.kernels import Activation
+from lemmacheck.registry import QUANTITIES
+
+from . import network as net
 
 NET = (net.NAME,)
 
@@ -1051,7 +1052,7 @@ CHAIN_PARTS = ("e3-op", "e3-out", "e4-op", "e4-out", "e5", "e6", "e7", "e8", "e1
                      "divides e7 by sqrt(k log(p)/p) and e8 by sqrt(k log p)",
                      networks=NET)
 def init_chain(ctx: Context) -> Observation:
-    from ..expressions import parse
+    from lemmacheck.expressions import parse
     part = str(ctx.arg("part", "e4-op"))
     if part not in CHAIN_PARTS:
         raise EstimatorError(f"args.part = '{part}': expected one of {CHAIN_PARTS}")
@@ -1228,7 +1229,7 @@ BALL_PARTS = ("e13", "e14-flips", "e14-x", "e15", "d7-app", "d7-gamma")
                      "output-row difference with O(p L^2 tau^{2/3})-sparse Sigma-bar; 'd7-app' the Taylor remainder "
                      "eps_app; 'd7-gamma' max_l ||grad_{V_l} f||", networks=NET)
 def ball_perturbation(ctx: Context) -> Observation:
-    from ..expressions import parse
+    from lemmacheck.expressions import parse
     part = str(ctx.arg("part", "e14-x"))
     if part not in BALL_PARTS:
         raise EstimatorError(f"args.part = '{part}': expected one of {BALL_PARTS}")

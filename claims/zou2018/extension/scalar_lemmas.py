@@ -1,4 +1,5 @@
-"""Setting-free quantities: scalar inequalities and probability tools, checked by random and adversarial draws."""
+"""Zou et al.'s setting-free lemmas and embedded claims (Lemmas A.3, A.11, C.1, C.5; embedded claims E5-E8): scalar
+inequalities and probability tools on the engine's `scalar` setting, checked by random and boundary-seeking draws."""
 
 from __future__ import annotations
 
@@ -6,11 +7,8 @@ import math
 
 import torch
 
-from ..context import Context, Observation
-from ..registry import NETWORKS, QUANTITIES
-
-NETWORKS.register("scalar", "no network: a deterministic scalar or small-vector inequality, explored by "
-                  "random and boundary-seeking draws")(__name__)
+from lemmacheck.context import Context, Observation
+from lemmacheck.registry import QUANTITIES
 
 
 def log_uniform(ctx: Context, lo: float, hi: float, size: int) -> torch.Tensor:
@@ -38,9 +36,6 @@ def telescoping_ratio(ctx: Context) -> Observation:
     ratio = eps * q / (-torch.expm1(q * torch.log1p(-eps)))
     return Observation(ratio, extras={"a_over_b": 1 - eps, "p": p}, method="closed form in (a/b, p)")
 
-
-# ---------------------------------------------------------------------------------------------------------
-# zou2018: setting-free lemmas and embedded claims (Lemmas A.3, A.11, C.5; embedded claims E5-E8).
 
 _ASIN_SERIES = (1 / 6, 3 / 40, 5 / 112, 35 / 1152, 63 / 2816, 231 / 13312, 143 / 10240)  # asin(s) = s + sum c_k s^(2k+1)
 
@@ -149,7 +144,7 @@ def arccos_series_residual(ctx: Context) -> Observation:
 
 def _subset_means(u: torch.Tensor, B: int) -> torch.Tensor:
     """(1/B) sum_{i in S} u_i for every size-B subset S of [n]: u (R, n) -> (R, C(n, B))."""
-    from ..nets.zou2018 import all_minibatches
+    from .network import all_minibatches
 
     S = all_minibatches(u.shape[-1], B, u.dtype)
     return u @ S.T / B
@@ -293,7 +288,7 @@ def li_liang_probabilities(Z: torch.Tensor, A: torch.Tensor, threshold: torch.Te
                      "max|a_i| phi/n] for n unit vectors with separation phi; exact arc enumeration in d = 2",
                      networks=("scalar",))
 def li_liang_probability(ctx: Context) -> Observation:
-    from .zou2018 import _candidate_coefficients
+    from .quantities import _candidate_coefficients
 
     R, n, t = ctx.replicates, ctx.i("n"), ctx.p("t")
     phi = ctx.p("phi") if "phi" in ctx.params else 1.0 / ctx.p("iphi")

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..context import Context, Observation
-from ..errors import EstimatorError
-from ..inputs import min_separation
-from ..nets import guo2024 as net
-from ..registry import QUANTITIES
-from ..search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
-from ..verdicts import ROUNDING_ULPS
+from lemmacheck.context import Context, Observation
+from lemmacheck.errors import EstimatorError
+from lemmacheck.inputs import min_separation
+from lemmacheck.registry import QUANTITIES
+from lemmacheck.search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
+from lemmacheck.verdicts import ROUNDING_ULPS
+
+from . import network as net
 
 NET = (net.NAME,)
 
@@ -532,7 +533,7 @@ def train(A: torch.Tensor, Ws: list[torch.Tensor], B: torch.Tensor, X: torch.Ten
     on the trained W_l only (A, B fixed), in the Algorithm-1 parametrisation. Gradients in closed form
     (Σ_i z_{i,l}(∂L/∂ŷ_i) h_{i,l-1}ᵀ). `drift_every` > 0 records max_l ||W_l^(t) - W_l^(0)||_2 (exact) every that
     many steps and at the end."""
-    from ..linalg import spectral_norm
+    from lemmacheck.linalg import spectral_norm
 
     R, n = X.shape[:2]
     W0 = Ws

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..linalg import psd_sqrt
-from ..registry import NETWORKS
+from lemmacheck.linalg import psd_sqrt
+from lemmacheck.registry import NETWORKS
 
 NAME = "guo2024"
 NETWORKS.register(NAME, "deep leaky-ReLU FNN, rescaled σ̃_α = σ_α/√(1+α²) (Algorithm 1): fixed A ~ N(0,1/m), "

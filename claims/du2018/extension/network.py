@@ -42,9 +42,11 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import torch
 
-from .. import kernels
-from ..kernels import Activation
-from ..registry import NETWORKS
+from lemmacheck import kernels
+from lemmacheck.kernels import Activation
+from lemmacheck.registry import NETWORKS
+
+from . import kernels as du_kernels
 
 FC, RESNET, CNN = "du2018-fc", "du2018-resnet", "du2018-cnn-resnet"
 NETWORKS.register(FC, "deep FC net x^(h) = sqrt(c_sigma/m) sigma(W^(h) x^(h-1)), W ~ N(0,1), fixed Rademacher a, "
@@ -118,7 +120,7 @@ def data_lambda(X: torch.Tensor, q: int = 1) -> torch.Tensor:
     X: (R, n, C, p). For FC/ResNet (p = 1) with unit inputs this is 1 − max_{i≠j} |⟨x_i, x_j⟩|."""
     R, n, Cin, p = X.shape
     pts = X.transpose(-1, -2).reshape(R, n * p, Cin)
-    K0 = kernels.patch_gram(pts @ pts.transpose(-1, -2), n, p, q)
+    K0 = du_kernels.patch_gram(pts @ pts.transpose(-1, -2), n, p, q)
     return kernels.block_lambda_min(K0, n, p)
 
 
@@ -359,14 +361,14 @@ def sample_init(gen: torch.Generator, net: DuNet, X: torch.Tensor) -> InitSample
 
     Given x^{(h−1)}, the rows w_r of W^{(h)} are iid N(0, I), so the pre-activations of channel r at all
     (input, pixel) points, (w_rᵀ φ(x_i^{(h−1)})_{:,l})_{i,l}, are iid over r ~ N(0, Φ), Φ the patch Gram matrix of
-    the n·p points (`kernels.patch_gram` of the pixel Gram). Cost O((np)² m) per layer instead of O(n p q m²).
+    the n·p points (`du_kernels.patch_gram` of the pixel Gram). Cost O((np)² m) per layer instead of O(n p q m²).
     G^{(H)} needs only a_r² = 1, not a."""
     R, n, _, p = X.shape
     h = X
     xs = [X]
     z = Phi = torch.empty(0)
     for l in range(1, net.H + 1):
-        Phi = kernels.patch_gram(point_gram(h), n, p, net.q)
+        Phi = du_kernels.patch_gram(point_gram(h), n, p, net.q)
         E = torch.randn(R, n * p, net.m, generator=gen, dtype=X.dtype)
         z = (_psd_factor(Phi) @ E).reshape(R, n, p, net.m).permute(0, 1, 3, 2)  # (R, n, m, p)
         branch = net.scale(l) * net.act.f(z)
@@ -389,14 +391,14 @@ def _psd_factor(G: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------
 
 def limit_kernels(net: DuNet, X: torch.Tensor, engine: kernels.Engine | None = None, cross: str = "paired",
-                  aggregation: str = "matched") -> kernels.DuKernels:
+                  aggregation: str = "matched") -> du_kernels.DuKernels:
     """K^{(0..H)} and λ₀ = λ_min(K^{(H)}) for each replicate's dataset (eqs. 4, 5, 6; readings in kernels.py)."""
     engine = engine or kernels.Engine(net.act)
     if net.kind == "fc":
-        return kernels.fc_kernels(X[..., 0], net.act, net.H, engine)
+        return du_kernels.fc_kernels(X[..., 0], net.act, net.H, engine)
     if net.kind == "resnet":
-        return kernels.resnet_kernels(X[..., 0], net.act, net.H, net.s, engine, cross)
-    return kernels.cnn_kernels(X, net.act, net.H, net.s, net.q, engine, cross, aggregation)
+        return du_kernels.resnet_kernels(X[..., 0], net.act, net.H, net.s, engine, cross)
+    return du_kernels.cnn_kernels(X, net.act, net.H, net.s, net.q, engine, cross, aggregation)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..linalg import psd_sqrt
-from ..registry import NETWORKS
+from lemmacheck.linalg import psd_sqrt
+from lemmacheck.registry import NETWORKS
 
 NAME = "zou2018"
 NETWORKS.register(NAME, "deep bias-free ReLU FNN, W_l entries N(0, 2/m_l) (fan-out), fixed ±1 output v, "

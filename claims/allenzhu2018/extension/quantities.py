@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..context import Context, Observation
-from ..errors import EstimatorError
-from ..expressions import parse
-from ..linalg import top_s_norm
-from ..nets import allenzhu2018 as net
-from ..registry import QUANTITIES
-from ..search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
+from lemmacheck.context import Context, Observation
+from lemmacheck.errors import EstimatorError
+from lemmacheck.expressions import parse
+from lemmacheck.linalg import top_s_norm
+from lemmacheck.registry import QUANTITIES
+from lemmacheck.search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
+
+from . import network as net
 
 NET = (net.NAME,)
 

@@ -1,1 +1,0 @@
-"""Network settings, one module per paper, each exactly as the paper defines it (see its docstring)."""

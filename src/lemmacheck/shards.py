@@ -1,0 +1,202 @@
+"""A claim's configurations and their shards: what a worker runs, below the runner that schedules them.
+
+Seeding: a configuration's seed is drawn from numpy.random.SeedSequence([run seed, profile, claim id, params])
+(128-bit hashes of the strings, so no two of them share a stream by truncation); its shards are that
+SeedSequence's children, and a shard's torch generator gets its whole mt19937 state from the shard seed
+(`seeded_generator`: manual_seed would keep only 32 of its 64 bits). Shard sizes are fixed by the claim, never
+by the worker count, and every shard runs with one BLAS thread, so results are bit-identical whatever the
+executor or worker count. Configurations beyond a profile's list are explored by Hypothesis, reproducibly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .claims import Claim, Param, claim_from_snapshot, edges
+from .context import DTYPES, Context
+from .errors import EstimatorError
+from .registry import QUANTITIES
+from .store import ShardRecord
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    params: dict[str, float]
+    seed: int
+    replicates: int
+    shard_size: int
+    early_stop: bool = False
+    definition: str = ""  # the claim as run, when not its own snapshot: a corpus entry's pinned claim
+
+    @property
+    def n_shards(self) -> int:
+        return math.ceil(self.replicates / self.shard_size)
+
+    def shard_replicates(self, k: int) -> int:
+        return min(self.shard_size, self.replicates - k * self.shard_size)
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    source: str  # claim file: workers load its folder's extension from beside it
+    definition: str  # the claim's snapshot as recorded with the run: what the worker executes
+    claim_id: str
+    config_index: int
+    shard_index: int
+    params: dict[str, float]
+    seed: int
+    replicates: int
+
+
+def _crc(s: str) -> int:
+    return zlib.crc32(s.encode())
+
+
+def _entropy(s: str) -> int:
+    # 128 bits of a string for SeedSequence: crc32 would let two claim ids (or parameter sets) collide.
+    return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=16).digest(), "little")
+
+
+def config_seed(run_seed: int, claim_id: str, params: dict[str, float], profile: str = "") -> int:
+    """The configuration's seed: its own stream per (run seed, profile, claim, parameters). `profile` is ""
+    outside a run's profiles (hunt)."""
+    ss = np.random.SeedSequence([run_seed, _entropy(profile), _entropy(claim_id),
+                                 _entropy(json.dumps(params, sort_keys=True))])
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))  # 63 bits: fits SQLite INTEGER
+
+
+def shard_seed(cfg_seed: int, shard_index: int) -> int:
+    child = np.random.SeedSequence(cfg_seed, spawn_key=(shard_index,))
+    return int(child.generate_state(1, dtype=np.uint64)[0])
+
+
+# torch's CPU generator state (CPUGeneratorImplState): int64 seed, int32 left, int32 seeded, uint64 next, then
+# the 624 mt19937 words, one per uint64 slot.
+_MT_OFFSET, _MT_WORDS = 24, 624
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A CPU generator whose whole mt19937 state comes from SeedSequence(seed): `manual_seed` keeps only the low
+    32 bits (s and s + 2**32 would draw the same numbers), which makes distinct 64-bit shard seeds collide."""
+    gen = torch.Generator().manual_seed(seed & 0xFFFFFFFF)  # a valid header: next word 0, twist on first draw
+    state = gen.get_state().numpy().copy()
+    words = state[_MT_OFFSET:_MT_OFFSET + 8 * _MT_WORDS].view(np.uint64)
+    if state.size < _MT_OFFSET + 8 * _MT_WORDS or int(words[0]) != seed & 0xFFFFFFFF:
+        raise RuntimeError("torch's CPU generator state layout changed: update runner.seeded_generator")
+    words[:] = np.random.SeedSequence(seed).generate_state(_MT_WORDS, dtype=np.uint32)
+    gen.set_state(torch.from_numpy(state))
+    return gen
+
+
+def param_strategy(p: Param):
+    from hypothesis import strategies as st
+
+    if p.values is not None:
+        return st.sampled_from(p.values)
+    assert p.low is not None and p.high is not None
+    if p.integer:
+        if p.log:
+            return st.floats(math.log(p.low), math.log(p.high)).map(lambda t: round(math.exp(t)))
+        return st.integers(int(p.low), int(p.high))
+    if p.log:
+        return st.floats(math.log(p.low), math.log(p.high)).map(math.exp)
+    return st.floats(p.low, p.high)
+
+
+def explore_configs(claim: Claim, count: int, seed: int) -> list[dict[str, float]]:
+    """`count` configurations drawn by Hypothesis from the declared domain, reproducibly from `seed`."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+
+    if count <= 0:
+        return []
+    out: list[dict[str, float]] = []
+    strat = st.fixed_dictionaries({k: param_strategy(p) for k, p in claim.params.items()})
+
+    @hseed(seed)
+    @settings(max_examples=count, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=["generate"])
+    @given(strat)
+    def collect(cfg: dict[str, float]) -> None:
+        if cfg not in out:
+            out.append(cfg)
+
+    collect()
+    return out[:count]
+
+
+def current_device() -> str:
+    """The device shards run on: $LEMMACHECK_DEVICE (set by `lemmacheck run/repro --device`), else cpu."""
+    return os.environ.get("LEMMACHECK_DEVICE", "cpu")
+
+
+def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
+    """Run one shard; estimator failures become a recorded error, never a crash of the whole run.
+
+    `device` defaults to $LEMMACHECK_DEVICE (what `--device` sets; worker processes inherit it), else cpu. On a
+    GPU the shard's generator lives on the device (Philox: same law, other draws than the CPU's mt19937) and
+    factory calls inside the estimator allocate there; an estimator that mixes devices records an error."""
+    device = device or current_device()
+    claim = claim_from_snapshot(task.source, task.definition)
+    chk = claim.check
+    assert chk is not None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    gen = seeded_generator(task.seed) if device == "cpu" else torch.Generator(device).manual_seed(task.seed % 2 ** 63)
+    ctx = Context(claim.id, dict(task.params), task.replicates, gen, DTYPES[chk.dtype], torch.device(device),
+                  dict(chk.args), dict(claim.inputs), chk.search, claim.network)
+    t0 = time.perf_counter()
+    try:
+        with torch.device(device):
+            obs = QUANTITIES.get(chk.quantity).obj(ctx)
+        value = obs.value.detach().to("cpu", torch.float64).numpy().reshape(-1)
+        if value.shape != (task.replicates,):
+            raise EstimatorError(f"quantity '{chk.quantity}' returned {tuple(obs.value.shape)} values, "
+                                 f"expected ({task.replicates},)")
+        valid = (np.ones(task.replicates, bool) if obs.valid is None
+                 else obs.valid.detach().cpu().numpy().reshape(-1).astype(bool))
+        extras = {k: v.detach().to("cpu", torch.float64).numpy().reshape(-1).tolist() for k, v in obs.extras.items()}
+        return ShardRecord(task.claim_id, task.config_index, task.shard_index, value, valid, extras, obs.method,
+                           chk.dtype, time.perf_counter() - t0)
+    except (EstimatorError, ValueError, RuntimeError, KeyError, ArithmeticError) as exc:
+        msg = f"{claim.source}: quantity '{chk.quantity}' at {task.params}: {type(exc).__name__}: {exc}"
+        return ShardRecord(task.claim_id, task.config_index, task.shard_index, np.full(task.replicates, np.nan),
+                           np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def missed_edges(claim: Claim, profile: str = "full", seed: int = 0) -> list[tuple[str, str, float]]:
+    """Declared edges that no configuration of the profile (its configs and grid, and the configurations its
+    `explore` draws at run seed `seed`) reaches, and that the claim's `edges_skipped` does not explain."""
+    if claim.check is None:
+        return []
+    prof = claim.profiles[profile]
+    cfgs = list(prof.configs)
+    if prof.explore:
+        cfgs += explore_configs(claim, prof.explore, seed ^ _crc(claim.id))
+    skipped = claim.raw.get("edges_skipped", {})
+    return [(name, end, v) for name, end, v in edges(claim) if name not in skipped
+            and not any(math.isclose(c[name], v, rel_tol=1e-9, abs_tol=1e-12) for c in cfgs)]
+
+
+def edge_warnings(claims: list[Claim]) -> list[str]:
+    """One line per claim whose full profile never reaches an edge of a declared parameter without saying why."""
+    out = []
+    for c in claims:
+        miss = missed_edges(c)
+        if miss:
+            out.append(f"{c.source}: field 'profiles.full': never reaches the declared edge(s) "
+                       + ", ".join(f"{n} = {v:g} ({end})" for n, end, v in miss)
+                       + " (fix: add configurations there, or say why in `edges_skipped = { name = \"reason\" }`)")
+    return out
