@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lemmacheck.claims import load_claims, parse_claim
-from lemmacheck.shards import edge_warnings, missed_edges
 from lemmacheck.errors import ClaimError
+from lemmacheck.shards import edge_warnings, missed_edges
 
 ROOT = Path(__file__).resolve().parents[1]
 

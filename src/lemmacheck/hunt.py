@@ -31,8 +31,8 @@ from .claims import Claim, config_values, parse_claim
 from .context import DTYPES, Context
 from .inputs import all_patterns
 from .registry import QUANTITIES
-from .shards import ShardTask, config_seed, execute_shard, shard_seed
 from .search import move_points
+from .shards import ShardTask, config_seed, execute_shard, shard_seed
 from .stats import DEFAULT_ALPHA, clopper_pearson
 from .verdicts import slack, violates
 
