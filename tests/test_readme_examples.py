@@ -27,6 +27,7 @@ NOT_RUN = {
     "repro": "needs a configuration and seed taken from an earlier run",
     "hunt": "a 100-example search takes minutes",
     "report": "needs a results store from an earlier run (tests/test_report.py builds reports)",
+    "findings": "reads every paper's findings.toml (tests/test_findings.py runs it and every witness)",
 }
 
 
