@@ -1,4 +1,4 @@
-"""Regenerate docs/calibration.md: verdict frequencies of claims of known truth over many seeds (issue 9).
+"""Regenerate docs/calibration.md: verdict frequencies of claims of known truth over many seeds.
 
     python scripts/calibration.py --seeds 200 > docs/calibration.md
 

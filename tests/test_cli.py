@@ -98,7 +98,7 @@ def test_show_and_unknown_claim(tmp_path, claims_dir, capsys):
     assert "no claim with id 'toy/nope'" in capsys.readouterr().err
 
 
-# --- issue 16: errors, streams, help ---------------------------------------------------------------------
+# --- errors, streams, help ---------------------------------------------------------------------
 
 FULL_PARAMS = {"m": 64, "L": 2, "n": 3, "d": 8, "B": 100.0, "delta": 0.1}
 

@@ -1,4 +1,4 @@
-"""du2018 estimators added for issue 13, each against a plain reference, a closed form or autograd."""
+"""du2018 estimators, each against a plain reference, a closed form or autograd."""
 
 from __future__ import annotations
 

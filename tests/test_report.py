@@ -535,7 +535,7 @@ def test_malformed_paper_file_is_a_note_naming_file_and_field_not_a_crash(tmp_pa
     assert "Paper metadata not used" in index and "_paper.toml: field &#x27;results&#x27;" in index
 
 
-# --- issue 16: tail quantile, quantifiers row, findings typography ---------------------------------------
+# --- tail quantile, quantifiers row, findings typography ---------------------------------------
 
 
 def test_probabilistic_estimate_plot_marks_the_one_minus_delta_quantile(site):

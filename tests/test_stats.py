@@ -506,7 +506,7 @@ def test_ecdf_empty():
         assert x.shape == prob.shape == (0,)
 
 
-# --------------------------------------------------------------------------- quantile intervals (issue 9, item 5)
+# --------------------------------------------------------------------------- quantile intervals
 
 
 def test_quantile_interval_covers_at_least_nominally_by_simulation():

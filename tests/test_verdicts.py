@@ -213,7 +213,7 @@ def test_a_for_every_draw_scaling_claim_tracks_its_worst_draw():
     assert typical.verdict == "inconclusive" and typical.scaling["fitted_exponents"]["m"] == pytest.approx(0.6, abs=0.02)
 
 
-# ---- issue 9, items 2, 3, 7, 8 (each failed on the code before it)
+# ---- (each failed on the code before it)
 
 LOWER_SCALING = SCALING.replace('relation    = "<="', 'relation    = ">="')
 
@@ -345,7 +345,7 @@ def test_slack_is_defined_for_every_sign_and_the_worst_draw_is_the_largest_viola
     assert r.slack_min == pytest.approx(0.5) and r.worst["value"] == -0.5 and r.violations == 1
 
 
-# ---- issue 9, items 4, 5, 6
+# ----
 
 def test_a_1_minus_delta_scaling_claim_tracks_its_stated_tail_by_default():
     """Item 4: the 1 - delta tail grows like m^0.3 while the median stays flat: mean-log read 'holds'."""

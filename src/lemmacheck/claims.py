@@ -14,7 +14,7 @@ import sys
 import tomllib
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +33,7 @@ SEARCHES = ("none", "exact", "random", "gradient", "adversarial", "exhaustive")
 PROFILES = ("quick", "full")
 EXTENSION_FILE = "extension.py"  # a claims folder's own settings/quantities, imported before its claims
 PAPER_FILE = "_paper.toml"  # a claims folder's paper: citation and the list of its results (for coverage)
+FINDINGS_FILE = "findings.toml"  # a claims folder's reviewed findings and leads (lemmacheck.findings), not a claim
 
 _TOP_FIELDS = {
     "id", "paper", "result", "title", "statement", "kind", "network", "inputs", "params", "check",
@@ -40,9 +41,27 @@ _TOP_FIELDS = {
 }
 _CHECK_FIELDS = {
     "quantity", "relation", "bound", "probability", "requires", "constants", "regime_constants", "search",
-    "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic", "limits",
+    "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic", "limits", "regime_path",
 }
-_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt", "expect"}
+_PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt", "expect",
+                   "regime_path"}
+
+
+@dataclass(frozen=True)
+class RegimePath:
+    """A path along which a statement's hidden quantities grow (width up at fixed delta): `param` takes each of
+    `levels` (increasing) with the other parameters at `at` (the rest at their defaults). Its configurations join
+    the profile's, and the verdict measures whether a violation persists or fades along it (verdicts.regime_trend)."""
+    param: str
+    levels: tuple[float, ...]
+    at: dict[str, float]
+
+    def configs(self, defaults: Mapping[str, float]) -> list[dict[str, float]]:
+        return [{**defaults, **self.at, self.param: v} for v in self.levels]
+
+    def describe(self) -> str:
+        fixed = ", ".join(f"{k} = {v:g}" for k, v in self.at.items())
+        return f"{self.param} = " + ", ".join(f"{v:g}" for v in self.levels) + (f" at {fixed}" if fixed else "")
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,7 @@ class Profile:
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
     early_stop: bool = True  # probabilistic claims: stop a configuration once its anytime-valid interval excludes delta
     hunt: int = 0  # examples of a bounded hunt (data, labels, parameters) whose worst case joins the configurations
+    regime_path: RegimePath | None = None  # the profile's own path, else the check's (its configurations included)
     # This profile's own expected verdict, when its budget reads differently from the claim's `expect` (a quick
     # budget too small to narrow a fit: inconclusive in quick, holds in full); None: the claim's `expect`.
     expect: str | None = None
@@ -101,6 +121,7 @@ class Check:
     # Scaling claims: parameters whose asymptotic regime is toward 0 (delta, eps, tau), fitted in log(1/x) so that
     # "the implied constant must not grow" looks in the direction the statement is about (default: toward infinity).
     limits: dict[str, str] = field(default_factory=dict)
+    regime_path: RegimePath | None = None  # where a violation must persist to count as a refutation (see RegimePath)
 
     def hidden_constants_at(self) -> str:
         """"C = 1, Cu = 1": the values at which a scaling claim's bound is drawn and its slack computed."""
@@ -240,6 +261,37 @@ def _parse_param(name: str, spec: Any, path: Path) -> Param:
     return Param(name, low=lo, high=hi, log=log, integer=integer)
 
 
+def _parse_regime_path(raw: Any, params: dict[str, Param], path: Path, where: str) -> RegimePath:
+    example = '`regime_path = { param = "m", levels = [64, 256, 1024], at = { delta = 0.1 } }`'
+    if not isinstance(raw, dict):
+        raise ClaimError(path, where, "expected an inline table", example)
+    _check_unknown(raw, {"param", "levels", "at"}, path, where + ".")
+    name = _req(raw, "param", path, str, where + ".")
+    if name not in params:
+        raise ClaimError(path, f"{where}.param", f"'{name}' is not a declared parameter", f"one of {sorted(params)}")
+    levels = raw.get("levels")
+    if (not isinstance(levels, list) or len(levels) < 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels)):
+        raise ClaimError(path, f"{where}.levels", "expected a list of at least 3 numbers (a trend needs three levels)",
+                         example)
+    if any(b <= a for a, b in itertools.pairwise(levels)):
+        raise ClaimError(path, f"{where}.levels", f"levels {levels} must increase", "list them from small to large")
+    for v in levels:
+        if not params[name].contains(v):
+            raise ClaimError(path, f"{where}.levels", f"{v} lies outside the declared domain of '{name}'",
+                             "widen [params] or change the level")
+    at = raw.get("at", {})
+    if not isinstance(at, dict):
+        raise ClaimError(path, f"{where}.at", "expected a table of parameter values", example)
+    for k, v in at.items():
+        if k not in params or k == name:
+            raise ClaimError(path, f"{where}.at.{k}", f"'{k}' is not a declared parameter other than '{name}'",
+                             f"one of {sorted(set(params) - {name})}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not params[k].contains(v):
+            raise ClaimError(path, f"{where}.at.{k}", f"{v!r} is not a value in the declared domain of '{k}'")
+    return RegimePath(name, tuple(levels), dict(at))
+
+
 def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) -> Profile:
     where = f"profiles.{name}"
     if not isinstance(raw, dict):
@@ -293,7 +345,9 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
     expect = raw.get("expect")
     if expect is not None and expect not in VERDICTS:
         raise ClaimError(path, f"{where}.expect", f"'{expect}' is not a verdict", f"one of {VERDICTS}")
-    return Profile(tuple(configs), reps, shard, explore, early, hunt, expect)
+    rpath = (_parse_regime_path(raw["regime_path"], params, path, f"{where}.regime_path")
+             if "regime_path" in raw else None)
+    return Profile(tuple(configs), reps, shard, explore, early, hunt, expect, rpath)
 
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:
@@ -453,9 +507,11 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                 _expr(v, set(params), path, f"inputs.{k}")
             elif isinstance(spec[k], tuple) and v not in spec[k]:
                 raise ClaimError(path, f"inputs.{k}", f"{v!r} is not one of {list(spec[k])}")
+    rpath = (_parse_regime_path(check_raw["regime_path"], params, path, "check.regime_path")
+             if "regime_path" in check_raw else None)
     check = Check(qname, relation, bound, str(prob), prob_expr, requires, tuple(constants), regime_constants,
                   search, args, trivial, whp_delta, tolerance, dtype, statistic,
-                  {k: v for k, v in limits.items() if v == "0"})
+                  {k: v for k, v in limits.items() if v == "0"}, rpath)
     profiles_raw = raw.get("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise ClaimError(path, "profiles", "expected a table with [profiles.quick] and [profiles.full]")
@@ -463,6 +519,13 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         if name not in PROFILES:
             raise ClaimError(path, f"profiles.{name}", "unknown profile", f"one of {PROFILES}")
     profiles = {name: _parse_profile(name, profiles_raw.get(name, {}), params, path) for name in PROFILES}
+    defaults = {p.name: p.default for p in params.values()}
+    for name, prof in profiles.items():
+        # A regime path's configurations always run with the profile (the trend needs every level).
+        rp = prof.regime_path or check.regime_path
+        if rp is not None:
+            extra = [c for c in rp.configs(defaults) if c not in prof.configs]
+            profiles[name] = replace(prof, configs=prof.configs + tuple(extra), regime_path=rp)
     for name, prof in profiles.items() if check.constants else ():
         # Each profile gives its own verdict, so each must sweep (Hypothesis-explored configurations vary).
         varying = {k for cfg in prof.configs for k in cfg if len({c[k] for c in prof.configs}) > 1}
@@ -585,8 +648,8 @@ def claim_files(paths: list[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*.toml") if not q.name.startswith("_")))
-        elif p.suffix == ".toml":
+            out.extend(sorted(q for q in p.rglob("*.toml") if not q.name.startswith("_") and q.name != FINDINGS_FILE))
+        elif p.suffix == ".toml" and p.name != FINDINGS_FILE:
             out.append(p)
         elif not p.exists():
             raise FileNotFoundError(f"{p}: no such claim file or folder")

@@ -10,6 +10,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import sqlite3
 import sys
 import traceback
@@ -68,14 +69,49 @@ def cmd_list(a: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _find_claim(claim_id: str, roots: list[str]):
-    from .claims import load_claims
+# A claim file's top-level `id = "..."` line (a basic string without escapes, or a literal string): read as text,
+# so finding one claim among hundreds parses no TOML and no expression but its own.
+_ID_LINE = re.compile(r"""^id\s*=\s*(?:"([^"\\]*)"|'([^']*)')\s*(?:#.*)?$""")
 
-    claims, _ = load_claims(roots)
-    for c in claims:
-        if c.id == claim_id:
-            return c
-    raise LemmacheckError(f"no claim with id '{claim_id}' under {roots}")
+
+def _declared_id(path: Path) -> str | None:
+    """The `id` a claim file declares, read from its lines up to the first table header; a file whose id is
+    written otherwise (escapes, a quoted key) is parsed as TOML (the id only: no claim validation here)."""
+    import tomllib
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                text = line.strip()
+                if text.startswith("["):
+                    break  # past the top-level keys: `id` must be written some other way
+                match = _ID_LINE.match(text)
+                if match:
+                    return match.group(1) if match.group(1) is not None else match.group(2)
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None  # loading it by path gives the error that names the file
+    cid = raw.get("id")
+    return cid if isinstance(cid, str) else None
+
+
+def _find_claim(claim_id: str, roots: list[str]):
+    """The claim with this id under `roots`: each file's `id` line is read, and only the matching file is loaded
+    and validated, so `repro`, `show` and `hunt` cost the same whatever the size of the suite."""
+    from .claims import claim_files, load_claim
+
+    found = [f for f in claim_files(roots) if _declared_id(f) == claim_id]
+    if len(found) > 1:
+        raise LemmacheckError(f"the id '{claim_id}' is declared by {len(found)} claim files: "
+                              f"{', '.join(map(str, found))} (fix: give each claim its own id)")
+    if not found:
+        raise LemmacheckError(f"no claim with id '{claim_id}' under {roots}")
+    claim = load_claim(found[0].resolve())
+    if claim.id != claim_id:  # an `id = ...` line inside a multi-line string before the real one
+        raise LemmacheckError(f"{found[0]}: a line reads id = '{claim_id}' but the file's id is '{claim.id}' "
+                              "(fix: move the `id` line to the top of the file)")
+    return claim
 
 
 def _use_device(device: str) -> None:

@@ -10,7 +10,8 @@ Determinism: Hypothesis runs from a fixed seed without a database, and every pro
 from the seeded generator of its configuration (runner.config_seed), the same for every dataset tried (common
 random numbers). A probabilistic claim is broken at a case only when its violation rate there is significant
 (the lower end of the Clopper-Pearson interval at the run's alpha above delta, on `confirm` replicates), never
-for k > 0. Scaling claims have hidden constants: their hunts report slack, never a counterexample.
+for k > 0. Scaling claims have hidden constants: a case breaks one only where a draw refutes every constant (a
+value <= 0 against a positive lower bound, as the run reads it); otherwise their hunts report slack.
 A hunt that finds nothing proves nothing: it is a search, not a certificate.
 """
 
@@ -27,14 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .claims import Claim, config_values, parse_claim
+from .claims import Claim, parse_claim
 from .context import DTYPES, Context
 from .inputs import all_patterns
 from .registry import QUANTITIES
 from .search import move_points
 from .shards import ShardTask, config_seed, execute_shard, shard_seed
-from .stats import DEFAULT_ALPHA, clopper_pearson
-from .verdicts import slack, violates
+from .verdicts import config_result
 
 # Perturbation searches a hunt escalates to: the linearised worst direction and projected ascent from it.
 ESCALATE = {"random": "adversarial", "gradient": "adversarial"}
@@ -109,15 +109,6 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
     return parse_claim(raw, claim.source)
 
 
-def _significant(claim: Claim, params: dict[str, float], k: int, n: int) -> tuple[bool, tuple[float, float]]:
-    ci = clopper_pearson(k, n, DEFAULT_ALPHA) if n else (0.0, 1.0)
-    if claim.mode == "deterministic":
-        return k > 0, ci
-    if claim.mode == "probabilistic":
-        return ci[0] > claim.delta(params), ci
-    return False, ci  # scaling: hidden constants, no counterexample
-
-
 def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,
           points: list[list[float]] | None = None, labels: list[int] | None = None, search: str | None = None,
           seed: int | None = None, geometry: str = "") -> Probe:
@@ -131,15 +122,21 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
                                   replicates))
     if rec.error:
         raise RuntimeError(rec.error)
-    vals = rec.value[rec.valid & np.isfinite(rec.value)]
-    bound = chk.bound.evaluate({**chk.regime_constants, **params})
-    sl = slack(chk.relation, vals, bound) if len(vals) else np.array([math.inf])
-    sl = sl[~np.isnan(sl)] if np.isnan(sl).any() and not np.isnan(sl).all() else sl
-    in_regime = True if chk.requires is None else chk.requires.holds(config_values(claim, params))
-    k = int(violates(chk.relation, vals, bound).sum())
-    sig, ci = _significant(claim, params, k, len(vals))
-    return Probe(dict(params), seed, float(np.nanmin(sl)) if len(sl) else math.inf, k, in_regime, replicates,
-                 points, labels, geometry, search or "", sig, ci)
+    # Judged exactly as the run judges a configuration (verdicts.config_result): the same rounding tolerance (the
+    # shard's dtype and the estimator's extras["scale"]), the same reading of misses and, for a scaling claim, of
+    # draws <= 0 against a positive lower bound (violations for every hidden constant).
+    n = len(rec.value)
+
+    def extra(name: str) -> np.ndarray | None:
+        return np.asarray(rec.extras[name], dtype=float) if name in rec.extras else None
+
+    cr = config_result(claim, 0, dict(params), seed, rec.value, rec.valid, np.zeros(n, int), np.arange(n),
+                       rec.method, rec.seconds, [], dtype=rec.dtype, scale=extra("scale"),
+                       reached=extra("reached"), budget=extra("budget"), planned=replicates)
+    k = cr.nonpositive if claim.mode == "scaling" else cr.violations
+    sl = cr.slack_min if cr.slack_min is not None and not math.isnan(cr.slack_min) else math.inf
+    return Probe(dict(params), seed, float(sl), int(k), bool(cr.in_regime), replicates, points, labels, geometry,
+                 search or "", cr.verdict == "violated", tuple(cr.violation_ci))
 
 
 def _context(claim: Claim, params: dict[str, float], replicates: int, gen: torch.Generator,

@@ -20,6 +20,8 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from .boundary import to_numpy
+
 EXACT_SVD_MAX = 2048  # eigvalsh of the Gram up to this min-dimension (well under a second in float64 on 2 cores)
 
 
@@ -52,9 +54,9 @@ def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torc
     import scipy.sparse.linalg as spla  # only for matrices above exact_max: keep scipy.sparse out of start-up
 
     flat = W.reshape(-1, *W.shape[-2:])
-    out = torch.empty(flat.shape[0], dtype=W.dtype)
+    out = torch.empty(flat.shape[0], dtype=W.dtype, device=W.device)
     for k, M in enumerate(flat):
-        A = M.detach().cpu().numpy()
+        A = to_numpy(M)
         vals = []
         for seed in (1, 2):  # two independent Lanczos starts: disagreement means non-convergence
             v0 = np.random.default_rng(seed).standard_normal(A.shape[1])
@@ -149,9 +151,68 @@ def bidiagonal_norm(diag: np.ndarray, sup: np.ndarray) -> float:
 
 
 def psd_sqrt(G: torch.Tensor) -> torch.Tensor:
-    """A factor A with A A^T = G for batched PSD G (..., n, n); tolerant of rank deficiency (eigh, clamp)."""
+    """The symmetric square root A = V diag(sqrt(max(lambda, 0))) V^T of batched PSD G (..., n, n), so A A^T = G;
+    tolerant of rank deficiency. It is unique, so draws A z do not depend on the signs or the basis of degenerate
+    eigenspaces that LAPACK picks (V sqrt(Lambda) alone would: other machines, other draws)."""
     evals, evecs = torch.linalg.eigh(G)
-    return evecs * evals.clamp_min(0).sqrt().unsqueeze(-2)
+    return (evecs * evals.clamp_min(0).sqrt().unsqueeze(-2)) @ evecs.transpose(-1, -2)
+
+
+def canonical_signs(V: torch.Tensor, rtol: float = 1e-6) -> torch.Tensor:
+    """V (..., n, k) with each column's sign fixed: its first entry above rtol * max |entry| is positive."""
+    mag = V.abs()
+    big = mag > rtol * mag.amax(-2, keepdim=True)
+    first = big.to(torch.int8).argmax(-2, keepdim=True)  # first True along the rows
+    sign = torch.sign(V.gather(-2, first))
+    return V * torch.where(sign == 0, torch.ones_like(sign), sign)
+
+
+def _canonical_basis(U: torch.Tensor, tol: float = 1e-6) -> torch.Tensor:
+    """An orthonormal basis of range(U) (U (n, k) orthonormal) that depends only on that range: Gram-Schmidt of the
+    projector's columns P e_1, P e_2, ... in order (twice, for orthogonality), skipping those already spanned."""
+    P = U @ U.transpose(-1, -2)
+    k = U.shape[-1]
+    out: list[torch.Tensor] = []
+    for c in range(P.shape[-1]):
+        v = P[:, c]
+        for _ in range(2):
+            for q in out:
+                v = v - (q @ v) * q
+        nv = v.norm()
+        if nv > tol:
+            out.append(v / nv)
+            if len(out) == k:
+                break
+    if len(out) < k:  # cannot happen for an orthonormal U; keep LAPACK's basis rather than fail
+        return U
+    return torch.stack(out, -1)
+
+
+def canonical_eigh(H: torch.Tensor, rtol: float = 1e-9) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.linalg.eigh with eigenvectors that do not depend on the LAPACK build, thread count or machine: eigenvalues
+    within rtol * max |lambda| of their neighbour form one eigenspace whose basis is `_canonical_basis` (LAPACK returns
+    an arbitrary basis of a degenerate eigenspace, e.g. the null space of a rank-deficient Gram), and every column's
+    sign is `canonical_signs`. Use it wherever an eigenvector (not only its span) feeds a search or a statistic."""
+    evals, V = torch.linalg.eigh(H)
+    n = H.shape[-1]
+    if n > 1:
+        scale = evals.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(evals.dtype).tiny)
+        tied = (evals[..., 1:] - evals[..., :-1]) <= rtol * scale  # (..., n-1)
+        if bool(tied.any()):
+            V = V.clone()
+            Vf, tf = V.reshape(-1, n, n), tied.reshape(-1, n - 1)
+            for b in torch.nonzero(tf.any(-1)).flatten().tolist():
+                row = tf[b].tolist()
+                i = 0
+                while i < n:
+                    j = i
+                    while j < n - 1 and row[j]:
+                        j += 1
+                    if j > i:
+                        Vf[b, :, i:j + 1] = _canonical_basis(Vf[b, :, i:j + 1])
+                    i = j + 1
+            V = Vf.reshape(V.shape)
+    return evals, canonical_signs(V)
 
 
 def top_s_norm(u: torch.Tensor, s: int) -> torch.Tensor:
@@ -206,14 +267,14 @@ def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
     outs = []
     _scipy_blas_threads(torch.get_num_threads())
     for Gi, Ai in zip(flat_G, flat_A):
-        evals, V = scipy.linalg.eigh(Gi.numpy(), subset_by_value=(tau * tau, np.inf), driver="evr",
+        evals, V = scipy.linalg.eigh(to_numpy(Gi), subset_by_value=(tau * tau, np.inf), driver="evr",
                                      check_finite=False)
         if evals.size == 0:
             outs.append(Ai.clone())
             continue
         s = np.sqrt(np.clip(evals, 0, None))
-        f = torch.from_numpy(np.where(s > tau, tau / np.maximum(s, 1e-300), 1.0) - 1)
-        V = torch.from_numpy(V)
+        f = torch.from_numpy(np.where(s > tau, tau / np.maximum(s, 1e-300), 1.0) - 1).to(Ai.device)
+        V = torch.from_numpy(V).to(Ai.device)
         outs.append(Ai + (Ai @ (V * f)) @ V.T)
     out = torch.stack(outs).reshape(A64.shape).to(D.dtype)
     return out.transpose(-1, -2) if wide else out

@@ -454,6 +454,93 @@ def scaling_verdict(fit: ScalingFit, *, relation: str, tolerance: float = 0.1) -
     raise ValueError(f"relation must be '<=' or '>=', got {relation!r}")
 
 
+# --------------------------------------------------------------------------- logarithmic growth
+
+# A hidden constant that grows like (log x)^b has a power-law slope b / log x: 0.03-0.12 over any reachable
+# sweep, under a slope tolerance of 0.1. It is seen in the coordinate s = log log x, where (log x)^b is the
+# straight line log C = log a + b s, and a constant converging from below is concave (see log_growth_test).
+LOG_MIN_LOG_X = 1.0  # points with log x >= 1 (x >= e) have a finite s = log log x >= 0
+# Concavity in s is what convergence must show: C_inf - c (log x)^-beta is concave in s for every beta > 0, and
+# C_inf - c x^-gamma wherever gamma log x >= 1; the concavity test therefore uses the points with log x >= 4
+# (x >= 55), which covers every power rate gamma >= 1/4. A constant converging slower than x^-1/4 is outside
+# what a finite sweep can tell from logarithmic growth.
+LOG_CONCAVE_LOG_X = 4.0
+
+
+def _box_slope(s: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[float, float, float]:
+    """LS slope of y on s, and its smallest and largest values over the box [lo, hi] (exact when the box
+    covers the true values: the slope is linear in y)."""
+    d = s - s.mean()
+    w = d / float(d @ d)
+    with np.errstate(invalid="ignore"):
+        low = float(np.where(w > 0, w * lo, np.where(w < 0, w * hi, 0.0)).sum())
+        high = float(np.where(w > 0, w * hi, np.where(w < 0, w * lo, 0.0)).sum())
+    return float(w @ y), low, high
+
+
+def concave_fits_box(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether some function concave in s passes through every interval [exp(lo_j), exp(hi_j)] (a small LP;
+    s strictly increasing). The box is in log C; concavity is asked of C itself."""
+    n = len(s)
+    if n < 3:
+        return True
+    ref = float(np.nanmedian(np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi, np.nan))))
+    low = np.exp(np.clip(lo - ref, -700, 700))
+    high = np.where(np.isfinite(hi), np.exp(np.clip(hi - ref, -700, 700)), np.inf)
+    rows = []
+    for j in range(n - 2):  # slope(j, j+1) >= slope(j+1, j+2), written as A f <= 0
+        a, b = 1.0 / (s[j + 1] - s[j]), 1.0 / (s[j + 2] - s[j + 1])
+        row = np.zeros(n)
+        row[j], row[j + 1], row[j + 2] = a, -a - b, b
+        rows.append(row)
+    bounds = [(float(lw), None if not np.isfinite(hg) else float(hg)) for lw, hg in zip(low, high)]
+    res = optimize.linprog(np.zeros(n), A_ub=np.array(rows), b_ub=np.zeros(n - 2), bounds=bounds,
+                           method="highs")
+    if res.status == 2:  # infeasible
+        return False
+    return True  # feasible, or the solver could not tell: never evidence of growth
+
+
+def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *,
+                    top_share: float = 2 / 3) -> dict[str, Any] | None:
+    """Logarithmic growth of a tracked statistic along one swept parameter.
+
+    ``log_x``: the configurations' log x (one line: other swept parameters fixed), ``y``: the statistic's log
+    (log of the implied constant's quantile), ``[lo, hi]``: intervals covering the true values simultaneously
+    (stats.fit_quantile_scaling's box at 1 - alpha). Only points with log x >= LOG_MIN_LOG_X are used; None
+    with fewer than 3. In s = log log x the model a (log x)^b is the line y = log a + b s, so:
+
+    * ``b`` (with ``b_ci``): the LS slope of y on s over the whole sweep; ``b_top`` (with ``b_top_ci``) over
+      its top ``top_share`` of points (at least 3): the log exponent the constant still shows where the
+      sweep ends. The intervals bound the LS slope of the true values over the box, exact whatever the true
+      curve (no model assumed); ``b_ci[1]`` is the largest log exponent the sweep could have missed.
+    * ``concave_rejected``: no function concave in s (every constant converging from below at a rate
+      (log x)^-beta, or x^-gamma with gamma >= 1/LOG_CONCAVE_LOG_X) fits the box over the points with
+      log x >= LOG_CONCAVE_LOG_X: growth that does not decelerate the way convergence must. A converging
+      constant is rejected with probability at most the box's alpha.
+    * ``decades``: log10(x_max / x_min) over the points used; ``concave_decades`` over the concavity test's.
+    """
+    log_x = np.asarray(log_x, dtype=float)
+    order = np.argsort(log_x)
+    t, y, lo, hi = (np.asarray(a, dtype=float)[order] for a in (log_x, y, lo, hi))
+    use = t >= LOG_MIN_LOG_X
+    if use.sum() < 3 or len(np.unique(t[use])) < use.sum():
+        return None
+    t, y, lo, hi = t[use], y[use], lo[use], hi[use]
+    s = np.log(t)
+    b, b_lo, b_hi = _box_slope(s, y, lo, hi)
+    k = max(3, math.ceil(top_share * len(s)))
+    bt, bt_lo, bt_hi = _box_slope(s[-k:], y[-k:], lo[-k:], hi[-k:])
+    cc = t >= LOG_CONCAVE_LOG_X
+    rejected = bool(cc.sum() >= 3 and not concave_fits_box(s[cc], lo[cc], hi[cc]))
+    ln10 = math.log(10.0)
+    return {"b": b, "b_ci": [b_lo, b_hi], "b_top": bt, "b_top_ci": [bt_lo, bt_hi], "top_points": int(k),
+            "points": int(len(s)), "decades": float((t[-1] - t[0]) / ln10),
+            "concave_points": int(cc.sum()),
+            "concave_decades": float((t[cc][-1] - t[cc][0]) / ln10) if cc.sum() >= 2 else 0.0,
+            "concave_rejected": rejected}
+
+
 # --------------------------------------------------------------------------- plots
 
 

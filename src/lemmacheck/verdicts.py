@@ -93,6 +93,7 @@ class ClaimResult:
     worst_index: int | None
     message: str = ""
     profile: str = "quick"  # the profile whose draws these are: it decides the expected verdict
+    regime_path: dict[str, Any] | None = None  # regime_trend along the claim's declared path (None: none declared)
 
     @property
     def expect(self) -> str:
@@ -464,6 +465,104 @@ def _still_growing(names: list[str], log_x: np.ndarray, lo: np.ndarray, hi: np.n
     return out
 
 
+# Regime paths. A violation that fades as the width grows (along the claim's declared path) is a finite-width
+# effect: the verdict keeps what the draws show but is flagged "finite-width" and never reads plain "violated".
+# Fading is a one-sided Cochran-Armitage test for a falling violation rate across the levels (scores log level)
+# at TREND_ALPHA: a rate that is constant along the path is called fading with probability <= TREND_ALPHA
+# (tests/test_findings.py). A scaling claim is fitted at each level separately; its violation fades when the
+# bottom level's fit reads violated and the top level's does not, or the steepest implied-constant slope's
+# interval at the top level lies below the bottom level's.
+TREND_ALPHA = 0.01
+
+
+def _path_configs(path: Any, configs: list[ConfigResult], level: float, exact: bool = True) -> list[int]:
+    """Indices of the configurations at `level` of the path (its `at` values; exact: the other parameters at
+    the path's own configuration too, else any value: a scaling claim's sweep at that level)."""
+    out = []
+    for i, c in enumerate(configs):
+        p = c.params
+        if p.get(path.param) != level or any(p.get(k) != v for k, v in path.at.items()):
+            continue
+        out.append(i)
+    return out[:1] if exact else out
+
+
+def cochran_armitage_decrease(violations: list[int], totals: list[int], scores: list[float]) -> float:
+    """One-sided p-value of the Cochran-Armitage test that the violation rate falls as the score rises."""
+    v, n, x = (np.asarray(a, dtype=float) for a in (violations, totals, scores))
+    if n.sum() == 0:
+        return 1.0
+    pbar = v.sum() / n.sum()
+    if pbar in (0.0, 1.0):
+        return 1.0
+    t = float(np.sum(x * (v - n * pbar)))
+    var = pbar * (1 - pbar) * (float(np.sum(n * x**2)) - float(np.sum(n * x)) ** 2 / float(n.sum()))
+    if var <= 0:
+        return 1.0
+    return float(0.5 * math.erfc(-(t / math.sqrt(var)) / math.sqrt(2)))  # P(Z <= z)
+
+
+def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray], path: Any) -> dict[str, Any]:
+    """Whether a violation persists along the declared regime path: 'fades', 'persists', 'no violation' or
+    'incomplete' (a level did not run), with the per-level numbers behind it."""
+    out: dict[str, Any] = {"param": path.param, "levels": list(path.levels), "at": dict(path.at),
+                           "path": path.describe(), "alpha": TREND_ALPHA}
+    if claim.mode == "scaling":
+        fits = []
+        for lev in path.levels:
+            idx = _path_configs(path, configs, lev, exact=False)
+            fit = _scaling_fit(claim, [configs[i] for i in idx], [samples[i] for i in idx]) if len(idx) >= 2 else None
+            fits.append(fit)
+        if any(f is None or not f.get("fitted") for f in fits):
+            return dict(out, trend="incomplete", reason="a level has fewer than two fitted configurations")
+        verdicts_ = [f["verdict"] for f in fits]
+        out["verdicts"] = verdicts_
+        out["slopes"] = [f.get("implied_constant_slopes") for f in fits]
+        out["slope_ci"] = [f.get("slope_ci") for f in fits]
+        bottom, top = fits[0], fits[-1]
+        steep = max(bottom["implied_constant_slopes"], key=lambda k: abs(bottom["implied_constant_slopes"][k]))
+        lo_b = bottom.get("slope_ci", {}).get(steep, (math.nan, math.nan))[0]
+        hi_t = top.get("slope_ci", {}).get(steep, (math.nan, math.nan))[1]
+        if "violated" not in verdicts_:
+            trend = "no violation"
+        elif verdicts_[0] == "violated" and verdicts_[-1] != "violated" or hi_t < lo_b:
+            trend = "fades"
+        else:
+            trend = "persists"
+        out.update(trend=trend, statistic=f"implied-constant slope in {steep}", bottom_low=lo_b, top_high=hi_t)
+        return out
+    rows = []
+    for lev in path.levels:
+        idx = _path_configs(path, configs, lev)
+        if not idx:
+            return dict(out, trend="incomplete", reason=f"no configuration at {path.param} = {lev:g}")
+        rows.append(configs[idx[0]])
+    v, n = [c.violations for c in rows], [c.replicates for c in rows]
+    out.update(violations=v, replicates=n, rates=[vi / ni if ni else math.nan for vi, ni in zip(v, n)],
+               slack_median=[c.slack_median for c in rows], slack_min=[c.slack_min for c in rows],
+               verdicts=[c.verdict for c in rows])
+    pval = cochran_armitage_decrease(v, n, [math.log(max(lev, 1e-300)) for lev in path.levels])
+    out["p_decrease"] = pval
+    if not any(v):
+        out["trend"] = "no violation"
+    elif pval < TREND_ALPHA and out["rates"][-1] < out["rates"][0]:
+        out["trend"] = "fades"
+    else:
+        out["trend"] = "persists"
+    return out
+
+
+def trend_text(t: dict[str, Any]) -> str:
+    """One line: the measured trend along the regime path."""
+    if t.get("trend") == "incomplete":
+        return f"regime path {t['path']}: incomplete ({t.get('reason', '')})"
+    if "rates" in t:
+        vals = ", ".join(f"{v}/{n}" for v, n in zip(t["violations"], t["replicates"]))
+        return (f"regime path {t['path']}: violations {vals}; {t['trend']} (one-sided trend p = "
+                f"{t['p_decrease']:.2g} vs {t['alpha']:g})")
+    return f"regime path {t['path']}: per-level fits {t.get('verdicts')}; {t['trend']}"
+
+
 def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray] | None = None,
                  profile: str = "quick") -> ClaimResult:
     if claim.mode == "infeasible":
@@ -512,7 +611,13 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         flags.append("conditioned")
     cands = [c for c in configs if c.slack_min is not None]
     worst = min(cands, key=lambda c: c.slack_min).index if cands else None
-    return ClaimResult(claim, verdict, flags, configs, scaling, worst, profile=profile)
+    prof = claim.profiles.get(profile)
+    trend = None
+    if prof is not None and prof.regime_path is not None and configs:
+        trend = regime_trend(claim, configs, samples or [], prof.regime_path)
+        if verdict == "violated" and trend["trend"] == "fades":
+            flags.append("finite-width")  # fades as the width grows: a lead, never a plain refutation
+    return ClaimResult(claim, verdict, flags, configs, scaling, worst, profile=profile, regime_path=trend)
 
 
 def false_violation_bound(res: ClaimResult) -> float:

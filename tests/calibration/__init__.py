@@ -1,1 +1,1 @@
-"""Calibration suite: claims of exactly known truth through the real runner (issue 9)."""
+"""Calibration suite: claims of exactly known truth through the real runner."""

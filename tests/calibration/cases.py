@@ -1,4 +1,4 @@
-"""Claims of exactly known truth (issue 9 calibration), run through the real runner.
+"""Claims of exactly known truth, run through the real runner.
 
 Each Case is a claim file (TOML) over a quantity of tests/calibration/extension.py, its true state ("true" or
 "false") and, where one exists, the exact probability of each verdict (probabilistic claims: a binomial sum

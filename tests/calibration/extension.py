@@ -1,4 +1,4 @@
-"""Quantities whose law is known exactly, for calibrating verdicts (issue 9). Test-only: imported by the
+"""Quantities whose law is known exactly, for calibrating verdicts. Test-only: imported by the
 calibration tests and scripts/calibration.py, never by the product, so the product's registry stays clean.
 
 Every quantity draws from ctx.generator only (the runner's seeded stream), so a calibration run replays exactly.

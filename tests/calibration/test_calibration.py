@@ -1,4 +1,4 @@
-"""Calibration suite (issue 9): claims of exactly known truth through the real runner and the CLI.
+"""Calibration suite: claims of exactly known truth through the real runner and the CLI.
 
 Pinned with fixed seeds (deterministic), and for probabilistic claims also checked against the exact binomial
 probability of each verdict: the count over the seeds must lie inside the central 1 - 1e-6 range of

@@ -10,7 +10,7 @@ only whitelisted MathML elements and attributes, so no markup from a claim file 
 Long statements are split at top-level break points (after commas, relations, around text) into several inline
 <math> elements, because MathML has no automatic line breaking in browsers.
 
-Why not latex2mathml (checked for issue 16): version 3.81.1 also converts every claim statement, but each into
+Why not latex2mathml: version 3.81.1 also converts every claim statement, but each into
 one unbreakable <math>, and every statement here is split into several for wrapping; so this stays.
 """
 

@@ -781,7 +781,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
     return page(title, "".join(body), 1, _run_header(info))
 
 
-# ------------------------------------------------------------------------------ hunts (issue 10)
+# ------------------------------------------------------------------------------ hunts
 
 
 def dataset_svg(points: list[list[float]], labels: list[int] | None = None, size: int = 160) -> str:

@@ -2,7 +2,7 @@
 
 Each returns (svg, legend_html, caption) or None when there is nothing to draw.
 
-Drawn as hand-written SVG rather than with matplotlib's SVG backend, measured (issue 16): for the same
+Drawn as hand-written SVG rather than with matplotlib's SVG backend, measured: for the same
 estimate plot matplotlib 3.11 wrote 14-30 KB (fonts as text / as paths) against 4-5 KB here, took 0.4-0.6 s a
 plot plus seconds of import (a full report has two plots for each of 300+ claims), needs 170 MB of compiled
 dependencies, and has no per-marker hover text, which these plots use for every configuration's parameters.
