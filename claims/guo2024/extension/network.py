@@ -258,3 +258,33 @@ def limit_layer_ntks(X: torch.Tensor, L: int, alpha: float) -> list[torch.Tensor
             prod = prod * dots[k - 1]
         out.append(Sig[l - 1] * prod)
     return out
+
+
+# ---- the network as a lemmacheck.protocol.Network, so the generic quantities run on this setting ----
+
+
+class ProtocolNet:
+    """Algorithm 1's network through `forward` and `backward_vectors` above: x_0 = h_0 = A x (the fixed input layer),
+    z_l = g_l = W_l h_{l-1} (layout "out-in"), patterns = the slopes of D_l, f = B h_L (R, n, d); A and B stay fixed."""
+
+    layout = "out-in"
+
+    def __init__(self, A: torch.Tensor, weights: list[torch.Tensor], B: torch.Tensor, alpha: float):
+        self.A, self.weights, self.B, self.alpha = A, weights, B, check_alpha(alpha)
+
+    def forward(self, X: torch.Tensor, weights: list[torch.Tensor] | None = None):
+        from lemmacheck.protocol import ForwardPass
+
+        fwd = forward(self.A, self.weights if weights is None else weights, self.B, X, self.alpha)
+        return ForwardPass(fwd.h, fwd.g[1:], [fwd.slope(l) for l in range(1, fwd.L + 1)], fwd.out)
+
+    def backward(self, fwd, V: torch.Tensor, weights: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        gf = Forward(fwd.outputs, [fwd.outputs[0], *fwd.preacts], fwd.out, self.alpha)
+        return backward_vectors(self.weights if weights is None else weights, self.B, gf, V)[1:]
+
+
+def protocol_network(ctx) -> ProtocolNet:
+    """R networks at the claim's p, m, d (default 1), L and alpha, drawn as the setting's estimators draw them."""
+    A, Ws, B = init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("m"), ctx.i("d", 1), ctx.i("L"), ctx.dtype)
+    dev = ctx.device
+    return ProtocolNet(A.to(dev), [W.to(dev) for W in Ws], B.to(dev), ctx.p("alpha"))

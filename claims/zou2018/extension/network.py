@@ -202,3 +202,36 @@ def conditional_last_layer(gen: torch.Generator, X: torch.Tensor, dims: list[int
         E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
         h = torch.relu(A @ E)
     return h
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The network as a lemmacheck.protocol.Network, so the generic quantities run on this setting.
+
+
+class ProtocolNet:
+    """Zou et al.'s network through `forward` and `backward_vectors` above: x_0 = X, z_l = x_{l-1} W_l (layout
+    "in-out"), patterns 1{z_l > 0}, f = vᵀ x_L as a (R, n, 1) output."""
+
+    layout = "in-out"
+
+    def __init__(self, weights: list[torch.Tensor]):
+        self.weights = weights
+
+    def forward(self, X: torch.Tensor, weights: list[torch.Tensor] | None = None):
+        from lemmacheck.protocol import ForwardPass
+
+        fwd = forward(self.weights if weights is None else weights, X)
+        return ForwardPass(fwd.x, fwd.z, [fwd.mask(l) for l in range(1, len(fwd.z) + 1)], fwd.out.unsqueeze(-1))
+
+    def backward(self, fwd, V: torch.Tensor, weights: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """δ_l = V_i b_{l,i}: the scalar output's backward vectors scaled by the output weight V (R, n, 1)."""
+        bs = backward_vectors(self.weights if weights is None else weights, Forward(fwd.outputs, fwd.preacts,
+                                                                                   fwd.out[..., 0]))
+        return [V * b for b in bs]
+
+
+def protocol_network(ctx) -> ProtocolNet:
+    """R networks at the claim's m, L, d (or dm = d/m) and `alternate`, drawn as the setting's estimators draw them."""
+    d = ctx.i("d") if "d" in ctx.params else round(ctx.p("dm") * ctx.p("m"))
+    dims = widths(d, ctx.i("m"), ctx.i("L"), bool(ctx.i("alternate", 0)))
+    return ProtocolNet([W.to(ctx.device) for W in init(ctx.generator, ctx.replicates, dims, ctx.dtype)])
