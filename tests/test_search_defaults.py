@@ -1,0 +1,50 @@
+"""Search by default (tests/planted_search2, a test-only extension of known truth): the hunt judges a case exactly
+as the run does (rounding tolerance included), a hunted violation replays from its reproduce line, declared
+premises on the data bind runs and hunts alike, and the full profile's default hunt finds what the grids miss.
+Every hunt here is seeded (Hypothesis derandomised by its seed, Monte-Carlo draws by the configuration seed): the
+outcomes are exact, not probable."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from lemmacheck.claims import load_claims, load_extension
+from lemmacheck.hunt import hunt
+
+PLANTED2 = Path(__file__).parent / "planted_search2"
+
+
+@pytest.fixture(scope="module")
+def p2(tmp_path_factory):
+    load_extension(PLANTED2)  # registered once, from its one path; the copies below are claim files only
+    folder = tmp_path_factory.mktemp("claims") / "planted2"
+    shutil.copytree(PLANTED2, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    claims, errors = load_claims([folder])
+    assert not errors
+    return {c.id.split("/")[-1]: c for c in claims}
+
+
+def _has_antipodal_pair(points) -> bool:
+    X = torch.tensor(points, dtype=torch.float64)
+    G = X @ X.T
+    return bool((G <= -1 + 1e-9).any())
+
+
+def test_hunt_honours_the_runs_rounding_tolerance(p2):
+    # An identity: every draw is 0 up to rounding of the operands' size (extras scale = n^2). The run forgives
+    # that; so must the hunt, or it "refutes" a true statement with -3e-17 slack and saves that.
+    res = hunt(p2["rounding-identity"], examples=30, seed=0)
+    assert res.probes and res.counterexample is None
+    assert min(p.slack_min for p in res.probes) == 1.0  # tight: at the bound within rounding, as the run reads it
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hunt_finds_the_real_violation_behind_rounding_noise(p2, seed):
+    # False only on a dataset with an antipodal pair (+0.01 there); rounding noise everywhere else must not stop
+    # the hunt at a false counterexample.
+    ce = hunt(p2["rounding-identity-planted"], examples=60, seed=seed).counterexample
+    assert ce is not None and ce.significant and ce.points is not None and _has_antipodal_pair(ce.points)
