@@ -95,10 +95,10 @@ class Profile:
     explore: int  # extra configurations drawn by Hypothesis from the declared domain (full profile)
     early_stop: bool = True  # probabilistic claims: stop a configuration once its anytime-valid interval excludes delta
     hunt: int = 0  # examples of a bounded hunt (data, labels, parameters) whose worst case joins the configurations
-    regime_path: RegimePath | None = None  # the profile's own path, else the check's (its configurations included)
     # This profile's own expected verdict, when its budget reads differently from the claim's `expect` (a quick
     # budget too small to narrow a fit: inconclusive in quick, holds in full); None: the claim's `expect`.
     expect: str | None = None
+    regime_path: RegimePath | None = None  # the profile's own path, else the check's (its configurations included)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`lemmacheck list | run | repro | show | hunt | report`.
+"""`lemmacheck list | run | repro | show | hunt | findings | report`.
 
 Streams: stdout carries a command's result (a table, a listing, JSON), so it can be piped; progress, notes,
 warnings and errors go to stderr. A user error is one line "error: ..." and exit 2; a traceback means a bug.
@@ -363,6 +363,58 @@ def _signs(labels: list[int]) -> str:
     return "".join("+" if v > 0 else "-" for v in labels)
 
 
+def findings_doc(paths: list[str]) -> tuple[dict, list[str]]:
+    """Every findings.toml under `paths` (default: claims), validated against its folder's claims:
+    ({"findings": [...], "leads": [...]}, errors)."""
+    from .claims import FINDINGS_FILE, load_claims
+    from .errors import ClaimError
+    from .findings import findings_folders, load_findings
+
+    doc: dict[str, list] = {"findings": [], "leads": []}
+    errors: list[str] = []
+    for folder in findings_folders(paths or ["claims"]):
+        claims, errs = load_claims([folder])
+        claims = [c for c in claims if c.source.resolve().parent == folder.resolve()]
+        if not claims and not (folder / FINDINGS_FILE).is_file():
+            continue
+        errors += [str(e) for e in errs]
+        try:
+            pf = load_findings(folder, claims)
+        except ClaimError as exc:
+            errors.append(str(exc))
+            continue
+        if pf is not None:
+            doc["findings"] += [f.to_json() for f in pf.findings]
+            doc["leads"] += [lead.to_json() for lead in pf.leads]
+    return doc, errors
+
+
+def cmd_findings(a: argparse.Namespace) -> int:
+    doc, errors = findings_doc(a.paths)
+    for e in errors:
+        _err(f"error: {e}")
+    if a.json:
+        print(json.dumps(dict(doc, errors=errors), indent=1))
+        return 2 if errors else 0
+    print(f"Confirmed findings ({len(doc['findings'])}): published statements that fail, reviewed "
+          "(in regime, independent of hidden constants, with a standalone witness)")
+    for f in doc["findings"]:
+        print(f"\n{f['id']}  [{', '.join(f['results'])}]  {f['kind']}, {f['severity']}, evidence {f['evidence']}")
+        for k in ("statement", "configuration", "regime_path", "impact", "repair"):
+            if f[k]:
+                print(f"  {k}: {' '.join(f[k].split())}")
+        print(f"  claims: {', '.join(f['claims'])}")
+        print(f"  reproduce: {f['reproduce']}")
+        print(f"  witness: python {f['witness']}")
+    print(f"\nLeads ({len(doc['leads'])}): read violated somewhere, not refutations")
+    for lead in doc["leads"]:
+        print(f"\n{lead['id']}  [{', '.join(lead['results'])}]")
+        for k in ("reason", "decide", "measurements"):
+            print(f"  {k}: {' '.join(lead[k].split())}")
+        print(f"  claims: {', '.join(lead['claims'])}")
+    return 2 if errors else 0
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from .progress import Progress
     from .report import build_report
@@ -455,6 +507,14 @@ def parser() -> argparse.ArgumentParser:
     hu.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives")
     hu.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     hu.set_defaults(fn=cmd_hunt)
+    fi = sub.add_parser("findings", help="the reviewed findings and leads of each paper (findings.toml)",
+                        description="List every finding (a published statement that fails, reviewed: kind, "
+                        "severity, evidence, configuration, impact, repair, reproduce command, witness) and every "
+                        "lead (violated somewhere, not a refutation: reason and what would decide it) from the "
+                        "findings.toml files under PATHS, validated against their claims; exit 2 on a problem.")
+    fi.add_argument("paths", nargs="*", metavar="PATH", help="claim folders (default: claims)")
+    fi.add_argument("--json", action="store_true", help="JSON on stdout: {findings, leads, errors}")
+    fi.set_defaults(fn=cmd_findings)
     rep = sub.add_parser("report", help="render the static HTML report from a results store")
     rep.add_argument("--db", default=DEFAULT_DB, help=f"results store (default: {DEFAULT_DB})")
     rep.add_argument("--out", required=True, help="folder to write the site into")
