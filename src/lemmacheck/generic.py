@@ -42,7 +42,7 @@ NETWORKS.register("scalar", "no network: a deterministic scalar or small-vector 
 ANY = ("*",)
 
 
-def protocol_network(ctx: Context) -> Network:
+def network_for(ctx: Context) -> Network:
     """The claim's setting's protocol network for this shard: `extra["protocol"]` of its registration, else the
     `protocol_network(ctx)` function of the module (or object) it registered."""
     entry = NETWORKS.get(ctx.network)
@@ -89,7 +89,7 @@ def layer_output_norm(ctx: Context) -> Observation:
     layers = _choice(ctx, "layers", "hidden", ("hidden", "all"))
     how = _choice(ctx, "reduce", "max", ("max", "min"))
     X = ctx.inputs()
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         fwd = _forward(ctx, net, X)
     xs = fwd.outputs if layers == "all" else fwd.outputs[1:]
@@ -105,7 +105,7 @@ def layer_output_norm(ctx: Context) -> Observation:
                      "iteration); any protocol network", networks=ANY)
 def weight_spectral_norm(ctx: Context) -> Observation:
     how = _choice(ctx, "reduce", "max", ("max", "min"))
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     norms, methods = zip(*(spectral_norm(W.detach()) for W in net.weights))
     return Observation(_reduce(torch.stack(norms, -1), how), method=",".join(sorted(set(methods))))
 
@@ -155,7 +155,7 @@ def loss_gradient_norm(ctx: Context) -> Observation:
     layer = _choice(ctx, "layer", "max", ("max", "min", "total"))
     X = ctx.inputs()
     y = ctx.labels(X.shape[1], X)
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         value, factors, fwd = loss_gradient_factors(net, X, y, loss)
         check_forward(fwd, X, f"{ctx.claim_id} (setting '{ctx.network}')")
@@ -175,7 +175,7 @@ def loss_gradient_norm(ctx: Context) -> Observation:
 def sample_gradient_norm(ctx: Context) -> Observation:
     how = _choice(ctx, "reduce", "max", ("max", "min"))
     X = ctx.inputs()
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         fwd = _forward(ctx, net, X)
         R, n, k = fwd.out.shape
@@ -193,7 +193,7 @@ def sample_gradient_norm(ctx: Context) -> Observation:
 def ntk_lambda_min(ctx: Context) -> Observation:
     layer = _choice(ctx, "layer", "sum", ("sum", "min"))
     X = ctx.inputs()
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         _forward(ctx, net, X)
         Ks = ntk_gram(net, X)
@@ -227,7 +227,7 @@ def forward_perturbation(ctx: Context) -> Observation:
     which = _choice(ctx, "which", "outputs", ("outputs", "preacts", "out"))
     radius = ctx.p(str(ctx.arg("radius", "tau")))
     X = ctx.inputs()
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         fwd0 = _forward(ctx, net, X)
 
@@ -288,7 +288,7 @@ def gd_trajectory_quantity(ctx: Context) -> Observation:
         raise EstimatorError(f"{ctx.claim_id}: K = {steps}: GD needs at least one step")
     X = ctx.inputs()
     y = ctx.labels(X.shape[1], X)
-    net = protocol_network(ctx)
+    net = network_for(ctx)
     with torch.no_grad():
         _forward(ctx, net, X)
         losses, disp = gd_trajectory(net, X, y, loss, ctx.p("eta"), steps, norm)
