@@ -6,6 +6,8 @@ outcomes are exact, not probable."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -48,3 +50,41 @@ def test_hunt_finds_the_real_violation_behind_rounding_noise(p2, seed):
     # the hunt at a false counterexample.
     ce = hunt(p2["rounding-identity-planted"], examples=60, seed=seed).counterexample
     assert ce is not None and ce.significant and ce.points is not None and _has_antipodal_pair(ce.points)
+
+
+def _cli_json(argv, capsys) -> dict:
+    from lemmacheck.cli import main
+
+    main(argv)
+    return json.loads(capsys.readouterr().out)
+
+
+def test_reproduce_line_of_a_hunted_violation_replays_it(p2, tmp_path, capsys, monkeypatch):
+    # The full profile's hunt finds a symmetric set (n even, outside the grid's odd n); the run's reproduce line
+    # must carry that dataset, and `lemmacheck repro` must read violated from it alone.
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    src = str(PLANTED2 / "symmetric.toml")
+    doc = _cli_json(["run", src, "--profile", "full", "--db", str(tmp_path / "r.db"), "--json", "-", "-q"], capsys)
+    res = doc["claims"][0]
+    assert res["verdict"] == "violated"
+    worst = next(c for c in res["configs"] if c["violations"])
+    assert worst["pinned"] and "points" in worst["pinned"]  # the run's JSON names the dataset
+    line = res["repro"]
+    assert "--pinned" in line
+    argv = shlex.split(line)[1:] + ["--json"]
+    again = _cli_json(argv, capsys)
+    assert again["verdict"] == "violated" and again["configs"][0]["violations"] == worst["violations"]
+    # without the dataset the same seed reads holds: the dataset is what refutes
+    argv = shlex.split(line.split(" --pinned ")[0])[1:] + ["--claims", str(PLANTED2), "--json"]
+    assert _cli_json(argv, capsys)["verdict"] == "holds"
+
+
+def test_repro_refuses_a_malformed_pinned_dataset(p2, capsys):
+    from lemmacheck.cli import main
+
+    base = ["repro", "planted2/fact-3/symmetric", "--params", '{"d": 2, "n": 4}', "--seed", "1", "--replicates",
+            "4", "--shard-size", "4", "--claims", str(PLANTED2)]
+    assert main(base + ["--pinned", '{"points": [[2.0, 0.0]]}']) != 0
+    assert "unit norm" in capsys.readouterr().err
+    assert main(base + ["--pinned", '{"dataset": []}']) != 0
+    assert "unknown field" in capsys.readouterr().err

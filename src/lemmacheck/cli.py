@@ -223,6 +223,33 @@ def _repro_params(claim, text: str) -> dict[str, float]:
     return params
 
 
+def _repro_pinned(claim, text: str | None) -> dict | None:
+    """--pinned: the dataset, labels and search a hunted or corpus configuration fixed (JSON, or @FILE)."""
+    if not text:
+        return None
+    from .hunt import apply_pins
+
+    where = "--pinned"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            text = Path(where).read_text()
+        except OSError as exc:
+            raise LemmacheckError(f"--pinned {where}: cannot read ({exc.strerror})") from None
+    try:
+        pins = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LemmacheckError(f"{where}: not JSON ({exc.msg}); expected "
+                              '{"points": [[1.0, 0.0], ...], "labels": "+-", "search": "adversarial"}') from None
+    if not isinstance(pins, dict):
+        raise LemmacheckError(f"{where}: expected a JSON object with points, labels and/or search")
+    try:
+        apply_pins(claim, pins)  # the same checks a claim file's inputs.points/labels get
+    except (ValueError, LemmacheckError) as exc:  # a malformed dataset or labels: the claim parser's message
+        raise LemmacheckError(f"{where}: {exc}") from None
+    return pins
+
+
 def cmd_repro(a: argparse.Namespace) -> int:
     from .runner import repro
     from .summary import claim_json, failure_text
@@ -234,7 +261,8 @@ def cmd_repro(a: argparse.Namespace) -> int:
     for k in ("replicates", "shard_size"):
         if getattr(a, k) < 1:
             raise LemmacheckError(f"--{k.replace('_', '-')} {getattr(a, k)}: expected a positive integer")
-    res = repro(claim, _repro_params(claim, a.params), a.seed, a.replicates, a.shard_size)
+    res = repro(claim, _repro_params(claim, a.params), a.seed, a.replicates, a.shard_size,
+                pinned=_repro_pinned(claim, a.pinned))
     if a.json:
         _err(failure_text(res))  # stdout is the JSON document alone
         print(json.dumps(claim_json(res), indent=1))
@@ -350,11 +378,10 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         if a.save:
             print(f"  saved to {record_hunt(claim, res, seed=a.seed, replicates=a.replicates)}: every later run "
                   "of the claim replays it first")
-        if ce.points is None and ce.labels is None and not ce.search:
-            print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates))
-        else:  # a pinned dataset/labels/search: the hunt itself (deterministic) or the corpus replays it
-            print(f"  reproduce: lemmacheck hunt {claim.id} --seed {a.seed} --examples {a.examples} "
-                  f"--replicates {a.replicates}" + ("" if a.save else " --save; then lemmacheck run <claim file>"))
+        # one shard of ce.replicates draws from the configuration seed, the dataset/labels/search pinned: exact
+        pins = {k: v for k, v in (("points", ce.points), ("labels", _signs(ce.labels) if ce.labels else None),
+                                  ("search", ce.search or None)) if v is not None}
+        print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates, pins or None))
         return 1
     return 0
 
@@ -476,6 +503,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--seed", type=int, required=True, help="the configuration's seed (from results)")
     rp.add_argument("--replicates", type=int, required=True, help="replicates drawn in that configuration")
     rp.add_argument("--shard-size", type=int, required=True, help="the claim profile's shard_size")
+    rp.add_argument("--pinned", default=None, metavar="JSON|@FILE",
+                    help="a hunted or corpus configuration's fixed dataset, labels and search, as its reproduce "
+                    'line gives them: {"points": [[...], ...], "labels": "+-", "search": "adversarial"}')
     rp.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives "
                     "(default: claims)")
     rp.add_argument("--json", action="store_true", help="the result as JSON on stdout (the text goes to stderr)")

@@ -92,7 +92,7 @@ class HuntResult:
                 "search": self.search}
 
 
-def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | None = None,
+def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | str | None = None,
            search: str | None = None) -> Claim:
     """The claim with its dataset and/or labels fixed (every replicate uses them) and its perturbation search
     replaced: an ordinary claim the runner executes and a corpus entry replays."""
@@ -103,10 +103,35 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
     if points is not None:
         inputs["points"] = points
     if labels is not None:
-        inputs["labels"] = "".join("+" if v > 0 else "-" for v in labels)
+        inputs["labels"] = labels if isinstance(labels, str) else "".join("+" if v > 0 else "-" for v in labels)
     if search:
         raw.setdefault("check", {})["search"] = search
     return parse_claim(raw, claim.source)
+
+
+def pins_of(claim: Claim, definition: str) -> dict[str, Any] | None:
+    """What a pinned definition (a hunted or corpus configuration's claim, `pinned`) fixes beyond the claim itself:
+    {"points": rows, "labels": "+-..", "search": name}, or None for the claim's own definition. Stored with the
+    configuration, it makes the reproduce line replay the dataset exactly (`lemmacheck repro --pinned`)."""
+    if not definition or definition == claim.snapshot:
+        return None
+    raw = json.loads(definition)
+    inputs, own = raw.get("inputs", {}) or {}, claim.raw.get("inputs", {}) or {}
+    out = {k: inputs[k] for k in ("points", "labels") if k in inputs and inputs[k] != own.get(k)}
+    search = (raw.get("check") or {}).get("search")
+    if search and search != (claim.raw.get("check") or {}).get("search"):
+        out["search"] = search
+    return out or None
+
+
+def apply_pins(claim: Claim, pins: dict[str, Any] | None) -> Claim:
+    """The claim pinned as `pins` (pins_of's form) says; unknown keys are refused by name."""
+    if not pins:
+        return claim
+    extra = set(pins) - {"points", "labels", "search"}
+    if extra:
+        raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search")
+    return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"))
 
 
 def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,

@@ -26,6 +26,7 @@ import torch
 
 from .claims import Claim
 from .errors import LemmacheckError
+from .hunt import apply_pins, pins_of
 from .registry import QUANTITIES
 from .shards import (
     ConfigPlan,
@@ -331,7 +332,8 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     sequential: list[tuple[Claim, int, ConfigPlan]] = []
     for claim, claim_plans in plans.values():
         store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
-                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop) for p in claim_plans])
+                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop, pins_of(claim, p.definition))
+                           for p in claim_plans])
         done = store.done_shards(run_id, claim.id)
         for j, p in enumerate(claim_plans):
             if p.early_stop:
@@ -393,6 +395,7 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             early = bool(c["early_stop"])
             cr, sample = _shards_result(claim, c["index"], c["params"], c["seed"], shards, c["shard_size"],
                                         c["replicates"], early, anytime=early and len(shards) < planned.n_shards)
+            cr.pinned = c.get("pinned")  # a hunted or corpus configuration's dataset/labels/search: repro needs it
             cfgs.append(cr)
             samples.append(sample)
         results.append(claim_result(claim, cfgs, samples, profile=profile))
@@ -400,9 +403,13 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
 
 
 def repro_command(claim: Claim, cfg_params: dict[str, float], cfg_seed: int, replicates: int,
-                  shard_size: int) -> str:
+                  shard_size: int, pinned: dict[str, Any] | None = None) -> str:
+    """The command line that replays a configuration exactly; `pinned` (a hunted or corpus configuration's
+    dataset, labels and search, hunt.pins_of) travels with it as --pinned."""
     cmd = (f"lemmacheck repro {claim.id} --params '{json.dumps(cfg_params, sort_keys=True)}' "
            f"--seed {cfg_seed} --replicates {replicates} --shard-size {shard_size}")
+    if pinned:
+        cmd += f" --pinned '{json.dumps(pinned, sort_keys=True, separators=(',', ':'))}'"
     root = claim.source.parent.parent
     try:
         rel = root.resolve().relative_to(Path.cwd().resolve())
@@ -412,15 +419,17 @@ def repro_command(claim: Claim, cfg_params: dict[str, float], cfg_seed: int, rep
 
 
 def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int, shard_size: int,
-          store: Store | None = None) -> ClaimResult:
-    """Re-run one configuration exactly (same config seed, same shard split) and evaluate it alone."""
+          store: Store | None = None, pinned: dict[str, Any] | None = None) -> ClaimResult:
+    """Re-run one configuration exactly (same config seed, same shard split, and for a hunted or corpus
+    configuration the same pinned dataset, labels and search) and evaluate it alone."""
     store = store or Store(":memory:")
     run_id = store.begin_run(cfg_seed, "repro", versions(), device_description(), [claim.id])
     p = ConfigPlan(params, cfg_seed, replicates, shard_size)
+    definition = apply_pins(claim, pinned).snapshot
     store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
-                      [(p.params, p.seed, replicates, shard_size, False)])
+                      [(p.params, p.seed, replicates, shard_size, False, pinned or None)])
     for k in range(p.n_shards):
-        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), claim.snapshot, claim.id, 0, k, params,
+        store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), definition, claim.id, 0, k, params,
                                                           shard_seed(cfg_seed, k), p.shard_replicates(k))))
     store.finish_run(run_id)
     return evaluate(store, run_id, [claim])[0]

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS configs (
     replicates  INTEGER NOT NULL,
     shard_size  INTEGER NOT NULL,
     early_stop  INTEGER NOT NULL DEFAULT 0,  -- 1: shards ran in waves until the confidence sequence decided
+    pinned      TEXT,            -- JSON {points, labels, search} of a hunted or corpus configuration, else NULL
     PRIMARY KEY (run_id, claim_id, config_index)
 );
 CREATE TABLE IF NOT EXISTS shards (
@@ -111,6 +112,8 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            if "pinned" not in self._config_columns():  # a store written before configurations recorded it
+                self.db.execute("ALTER TABLE configs ADD COLUMN pinned TEXT")
             if self.db.execute("PRAGMA application_id").fetchone()[0] == 0:
                 self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         except sqlite3.DatabaseError as exc:
@@ -134,6 +137,9 @@ class Store:
         if problems != ["ok"]:
             raise StoreError(f"{self.path}: the results store is damaged ({'; '.join(problems)}): restore it from "
                              "a copy, or start a new one with another --db")
+
+    def _config_columns(self) -> set[str]:
+        return {r[1] for r in self.db.execute("PRAGMA table_info(configs)")}
 
     @contextmanager
     def run_lock(self) -> Iterator[None]:
@@ -233,7 +239,8 @@ class Store:
     # plan -------------------------------------------------------------------------------------------
     def record_plan(self, run_id: int, claim_id: str, source: str, definition: str,
                     configs: list[tuple[dict, int, int, int, bool]]) -> None:
-        """Claim snapshot and its configurations (params, seed, replicates, shard_size, early_stop), idempotently.
+        """Claim snapshot and its configurations (params, seed, replicates, shard_size, early_stop[, pinned]),
+        idempotently; `pinned` ({points, labels, search}, or None) is what a hunted or corpus configuration fixed.
 
         Resuming a run whose claim file has changed since would mix shards of two different claims under one
         verdict, so a changed definition is refused, naming the fields that differ."""
@@ -249,9 +256,13 @@ class Store:
                              "restore the file as it was, rerun with --update to redo just the changed claims, "
                              "or start a new run (without --resume)")
         stmts = [("INSERT OR IGNORE INTO claims VALUES (?,?,?,?)", (run_id, claim_id, source, text))]
-        for j, (params, seed, reps, shard, early) in enumerate(configs):
-            stmts.append(("INSERT OR IGNORE INTO configs VALUES (?,?,?,?,?,?,?,?)",
-                          (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard, int(early))))
+        for j, (params, seed, reps, shard, early, *rest) in enumerate(configs):
+            pinned = json.dumps(rest[0], sort_keys=True) if rest and rest[0] else None
+            sql = ("INSERT OR IGNORE INTO configs (run_id, claim_id, config_index, params, seed, replicates, "
+                   "shard_size, early_stop, pinned) VALUES (?,?,?,?,?,?,?,?,?)")
+            stmts.append((sql,
+                          (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard, int(early),
+                           pinned)))
         self._tx(stmts)
 
     def done_shards(self, run_id: int, claim_id: str) -> set[tuple[int, int]]:
@@ -276,10 +287,11 @@ class Store:
         return row[0], json.loads(row[1])
 
     def configs(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT config_index, params, seed, replicates, shard_size, early_stop FROM configs "
-                               "WHERE run_id=? AND claim_id=? ORDER BY config_index", (run_id, claim_id))
+        pinned = "pinned" if "pinned" in self._config_columns() else "NULL"  # a read-only store from before it
+        rows = self.db.execute(f"SELECT config_index, params, seed, replicates, shard_size, early_stop, {pinned} "
+                               "FROM configs WHERE run_id=? AND claim_id=? ORDER BY config_index", (run_id, claim_id))
         return [{"index": r[0], "params": json.loads(r[1]), "seed": r[2], "replicates": r[3], "shard_size": r[4],
-                 "early_stop": bool(r[5])} for r in rows]
+                 "early_stop": bool(r[5]), "pinned": json.loads(r[6]) if r[6] else None} for r in rows]
 
     def shards(self, run_id: int, claim_id: str, config_index: int) -> Iterator[ShardRecord]:
         rows = self.db.execute(

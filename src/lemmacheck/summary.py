@@ -27,7 +27,7 @@ def claim_repro(res: ClaimResult) -> str | None:
     if res.worst_index is None or c.check is None:
         return None
     cfg = next(x for x in res.configs if x.index == res.worst_index)
-    return repro_command(c, cfg.params, cfg.seed, cfg.drawn, cfg.shard_size)
+    return repro_command(c, cfg.params, cfg.seed, cfg.drawn, cfg.shard_size, cfg.pinned)
 
 
 def claim_json(res: ClaimResult) -> dict[str, Any]:

@@ -76,6 +76,7 @@ class ConfigResult:
     budget: int | None = None
     planned: int = 0  # replicates the profile allows this configuration (drawn < planned: it stopped early)
     sequential: bool = False  # drawn shard by shard until decided (early stop); see false_violation_bound
+    pinned: dict[str, Any] | None = None  # a hunted or corpus configuration's fixed dataset/labels/search
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

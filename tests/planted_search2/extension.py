@@ -43,3 +43,11 @@ def max_cosine(ctx):
     G = (X @ X.transpose(1, 2)).abs()
     G = G - torch.diag_embed(torch.diagonal(G, dim1=-2, dim2=-1))
     return Observation(G.flatten(1).amax(-1))
+
+
+@QUANTITIES.register("p2-central-symmetry", "max_i min_j ||x_i + x_j||: 0 exactly on sets closed under x -> -x "
+                     "(which need an even n)", networks=("scalar",))
+def central_symmetry(ctx):
+    X = ctx.inputs()
+    D = torch.cdist(X, -X)
+    return Observation(D.amin(-1).amax(-1))

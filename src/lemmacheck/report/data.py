@@ -194,7 +194,7 @@ class ClaimView:
             return None
         d = self.data.get(w.index)
         shard = d.shard_size if d else self.claim.profiles["quick"].shard_size
-        return repro_command(self.claim, w.params, w.seed, w.drawn, shard)
+        return repro_command(self.claim, w.params, w.seed, w.drawn, shard, w.pinned)
 
 
 def load_claim_view(store: Store, run_id: int, claim_id: str, slug: str, with_data: bool) -> ClaimView:
