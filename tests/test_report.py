@@ -85,6 +85,23 @@ FINDING_CLAIM = SCALAR_CLAIM.replace("lemma-a.2/telescoping", "lemma-a.10/telesc
     'kind      = "scalar"', 'kind      = "scalar"\nexpect = "violated"\n'
     "finding = 'The ratio reaches 1, so a constant 0.9 is wrong: $\\rho \\le 1$ is the sharp form.'")
 
+# The toy paper's reviewed finding (the report lists confirmed findings from findings.toml only).
+FINDINGS_TOML = r"""
+[[finding]]
+id = "toy/tight-ratio"
+results = ["Lemma A.10"]
+claims = ["toy/lemma-a.10/telescoping-tight"]
+kind = "error"
+severity = "lemma"
+evidence = "exact"
+statement = "The ratio reaches 1, so a constant 0.9 is wrong: $\\rho \\le 1$ is the sharp form."
+configuration = "k = 1"
+impact = "none"
+repair = "constant 1"
+reproduce = "lemmacheck run claims/toy/finding.toml"
+witness = "witnesses/tight.py"
+"""
+
 INFEASIBLE_CLAIM = r"""
 id         = "toy/theorem-3/global-convergence"
 paper      = "toy"
@@ -171,7 +188,8 @@ def make_site(root: Path) -> dict:
     new_dir = _write(root / "new" / "claims", {
         "zou2018/norm.toml": NORM_CLAIM, "toy/telescoping.toml": SCALAR_CLAIM.replace("BOUND", "0.5"),
         "toy/finding.toml": FINDING_CLAIM, "toy/infeasible.toml": INFEASIBLE_CLAIM,
-        "toy/scaling.toml": SCALING_CLAIM, "toy/_paper.toml": PAPER})
+        "toy/scaling.toml": SCALING_CLAIM, "toy/_paper.toml": PAPER, "toy/findings.toml": FINDINGS_TOML,
+        "toy/witnesses/tight.py": "print('ratio 1 > 0.9')\n"})
     old_db, new_db = root / "old.db", root / "new.db"
     _run(old_dir, old_db)
     run_id = _run(new_dir, new_db)
@@ -241,8 +259,12 @@ def test_paper_order_is_natural(site):
 def test_verdicts_flags_and_findings(site):
     index = site["index"].read_text()
     findings = index[index.index("Confirmed findings"):index.index("<h2>Coverage")]
-    assert "Lemma A.10" in findings and "still reproduced" in findings
+    assert "printed statements that fail" not in index  # only reviewed findings are listed, under their heading
+    assert "toy/tight-ratio" in findings and "Lemma A.10" in findings and "toy/lemma-a.10/telescoping-tight" in findings
     assert "$" not in findings and "<math" in findings  # $...$ in a finding renders as MathML
+    # a claim that reads violated but no findings.toml entry lists is "not triaged", never a confirmed finding
+    untriaged = index[index.index("Violated, not triaged"):index.index("<h2>Coverage")]
+    assert "toy/lemma-a.2/telescoping" in untriaged
     row = _row(index, "toy/lemma-a.2/telescoping")
     assert row.group(1) == "violated" and "expected holds" in row.group(0)
     assert _row(index, "toy/lemma-a.10/telescoping-tight").group(1) == "violated"

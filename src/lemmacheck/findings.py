@@ -133,7 +133,8 @@ def _choice(raw: dict[str, Any], key: str, allowed: tuple[str, ...], path: Path,
 def parse_findings(raw: dict[str, Any], path: Path, claims: dict[str, Claim]) -> PaperFindings:
     """Validate a findings table against the folder's claims (id -> Claim); raise ClaimError on the first problem."""
     folder = path.parent
-    paper = folder.name
+    papers = sorted({c.paper for c in claims.values()})
+    paper = papers[0] if len(papers) == 1 else folder.name  # the folder's claims' paper key
     extra = sorted(set(raw) - {"finding", "lead"})
     if extra:
         raise ClaimError(path, extra[0], "unknown table", "only [[finding]] and [[lead]] entries")

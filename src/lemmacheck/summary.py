@@ -8,7 +8,68 @@ from typing import Any
 from .claims import Claim
 from .runner import repro_command
 from .stats import DEFAULT_ALPHA
-from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound
+from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound, trend_text
+
+
+def rate_is_probability(claim: Claim) -> bool:
+    """Whether a configuration's violation rate estimates a probability the statement is about. For a statement
+    about every draw ("always") the draws are a search (boundary-seeking samplers, adversarial points): their rate
+    is a search hit rate, not a probability, and one counterexample decides."""
+    return claim.mode in ("probabilistic", "scaling") and claim.check is not None and \
+        claim.check.probability != "always"
+
+
+def _rate_cell(claim: Claim, lo: float, hi: float) -> str:
+    ci = f"[{lo:.2g}, {hi:.2g}]"
+    return ci if rate_is_probability(claim) else f"hit rate {ci}"
+
+
+def findings_sections(results: list[ClaimResult]) -> list[str]:
+    """Lines: the reviewed findings (from each paper's findings.toml) that cover claims of this run, then the leads,
+    then violated claims that no findings.toml lists, then the regime-path trends; problems as notes."""
+    from .errors import ClaimError
+    from .findings import check_against_results, load_findings
+
+    by_folder: dict[Any, list[ClaimResult]] = {}
+    for r in results:
+        by_folder.setdefault(r.claim.source.parent, []).append(r)
+    verdict = {r.claim.id: r.verdict + (f" [{','.join(r.flags)}]" if r.flags else "") for r in results}
+    found, leads, untriaged, notes = [], [], [], []
+    for folder, rs in by_folder.items():
+        if not any(r.verdict == "violated" or r.expect == "violated" for r in rs) and \
+                not (folder / "findings.toml").is_file():
+            continue
+        try:
+            pf = load_findings(folder)
+        except (ClaimError, OSError) as exc:
+            notes.append(f"  note: {exc}")
+            pf = None
+        covered = pf.covered() if pf is not None else set()
+        if pf is not None:
+            ids = {r.claim.id for r in rs}
+            for f in pf.findings:
+                if ids & set(f.claims):
+                    found.append(f"  {f.id} [{', '.join(f.results)}] {f.kind}, {f.severity}, evidence {f.evidence}: "
+                                 + "; ".join(f"{c} {verdict[c]}" for c in f.claims if c in verdict))
+            for lead in pf.leads:
+                if ids & set(lead.claims):
+                    leads.append(f"  {lead.id} [{', '.join(lead.results)}] {lead.category}: "
+                                 + "; ".join(f"{c} {verdict[c]}" for c in lead.claims if c in verdict))
+            notes += [f"  note: {w}" for w in check_against_results(pf, rs)]
+        untriaged += [f"  {r.claim.id} [{r.claim.result}] verdict={r.verdict}" for r in rs
+                      if (r.verdict == "violated" or r.expect == "violated") and r.claim.id not in covered]
+    lines: list[str] = []
+    for head, body in (("Confirmed findings (reviewed: claims/<paper>/findings.toml):", found),
+                       ("Leads (read violated somewhere; not refutations, see `lemmacheck findings`):", leads),
+                       ("Violated, not triaged (no finding or lead lists them):", untriaged)):
+        if body:
+            lines += ["", head, *body]
+    trends = [f"  {r.claim.id}: {trend_text(r.regime_path)}" for r in results if r.regime_path]
+    if trends:
+        lines += ["", "Regime paths (does a violation persist as the width grows?):", *trends]
+    if notes:
+        lines += ["", *notes]
+    return lines
 
 
 def _num(x: Any) -> Any:
@@ -50,6 +111,9 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         out["infeasible"] = c.infeasible
     if res.scaling is not None:
         out["scaling"] = res.scaling
+    if res.regime_path is not None:
+        out["regime_path"] = res.regime_path
+    out["rate_is_probability"] = rate_is_probability(c) if chk is not None else None
     if res.configs:  # the draws this verdict needed (early stop: fewer than planned where the sequence settled it)
         seq = [cfg for cfg in res.configs if cfg.sequential]
         out["draws"] = {"drawn": sum(cfg.drawn for cfg in res.configs),
@@ -97,7 +161,7 @@ def table(results: list[ClaimResult]) -> str:
              "configs", "vs expected")]
     for r in results:
         worst = next((c for c in r.configs if c.index == r.worst_index), None)
-        ci = "-" if worst is None else f"[{worst.violation_ci[0]:.2g}, {worst.violation_ci[1]:.2g}]"
+        ci = "-" if worst is None else _rate_cell(r.claim, *worst.violation_ci)
         slack_ = _fmt(worst.slack_min if worst else None)
         if r.scaling is not None:
             # a scaling verdict comes from the fit; slack at the illustrative constant would mislead here
@@ -113,12 +177,7 @@ def table(results: list[ClaimResult]) -> str:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lines.append("")
     lines.append("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
-    findings = [r for r in results if r.expect == "violated"]
-    if findings:
-        lines.append("")
-        lines.append("Confirmed findings (printed statements that fail):")
-        for r in findings:
-            lines.append(f"  {r.claim.id} [{r.claim.result}] verdict={r.verdict}: {r.claim.finding.strip()}")
+    lines += findings_sections(results)
     return "\n".join(lines)
 
 
@@ -140,7 +199,9 @@ def failure_text(res: ClaimResult) -> str:
         lines.append(f"    bound {_fmt(worst.bound, 6)}, estimate max {_fmt(worst.value_max, 6)} "
                      f"median {_fmt(worst.value_median, 6)}, slack min {_fmt(worst.slack_min)} "
                      f"median {_fmt(worst.slack_median)}")
-        lines.append(f"    violations {worst.violations}/{worst.replicates}, violation-rate interval "
+        rate = ("violation-rate interval" if rate_is_probability(c) else
+                "search hit rate (draws of a search for a counterexample, not a probability)")
+        lines.append(f"    violations {worst.violations}/{worst.replicates}, {rate} "
                      f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                      + (f"; method: {worst.method}" if worst.method else ""))
         if worst.sequential and worst.drawn < worst.planned:
@@ -158,6 +219,8 @@ def failure_text(res: ClaimResult) -> str:
                      f"{s.get('regime', 'all configurations')})"
                      + (f"; Ĉ = 0 at the tracked level in configurations {s['zero_configs']} (bound met, not fitted)"
                         if s.get("zero_configs") else "") + f"; {s.get('reason', '')}")
+    if res.regime_path:
+        lines.append(f"  {trend_text(res.regime_path)}")
     rep = claim_repro(res)
     if rep:
         lines.append(f"  reproduce: {rep}")

@@ -27,6 +27,8 @@ FLAG_TEXT = {
     "out-of-regime": ("warn", ("no configuration met the stated preconditions: a violation here is not a "
                               "refutation of the printed statement")),
     "violated-out-of-regime": ("warn", "violated outside the stated regime only: informative, not a refutation"),
+    "finite-width": ("warn", ("the violation fades as the width grows along the claim's regime path: a "
+                              "finite-width effect, not a refutation")),
     "vacuous": ("warn", "the bound is weaker than a trivial one at every configuration"),
     "partly-vacuous": ("", "the bound is weaker than a trivial one at some configurations"),
     "conditioned": ("", ("some replicates did not meet the statement's hypotheses and were set aside "
@@ -174,6 +176,67 @@ def change_badges(ch) -> str:
 
 # --------------------------------------------------------------------------------------------- index
 
+def _findings_sections(views: list[ClaimView]) -> list[str]:
+    """The reviewed findings of each paper (claims/<paper>/findings.toml) covering claims of this run, then the
+    leads (violated somewhere, not refutations), then violated claims no findings.toml lists."""
+    from ..errors import ClaimError
+    from ..findings import load_findings
+
+    folders: dict[Any, list[ClaimView]] = {}
+    for v in views:
+        if v.claim is not None:
+            folders.setdefault(v.claim.source.parent, []).append(v)
+    by_id = {v.claim_id: v for v in views}
+    found, leads, untriaged, notes = [], [], [], []
+
+    def link(cid: str) -> str:
+        v = by_id[cid]
+        return f'<a href="claims/{quote(v.slug)}.html">{esc(cid)}</a> {badge(v.verdict)}{flags_html(v.res.flags if v.res else [])}'
+
+    for folder, vs in folders.items():
+        if not any(v.verdict == "violated" or v.expect == "violated" for v in vs) and \
+                not (folder / "findings.toml").is_file():
+            continue
+        try:
+            pf = load_findings(folder)
+        except (ClaimError, OSError) as exc:
+            notes.append(f'<div class="card warnbox">{esc(exc)}</div>')
+            pf = None
+        covered = pf.covered() if pf is not None else set()
+        ids = {v.claim_id for v in vs}
+        for f in pf.findings if pf is not None else []:
+            if ids & set(f.claims):
+                found.append(f"<li><b>{esc(f.id)}</b> · {esc(', '.join(f.results))} · {esc(f.kind)}, "
+                             f"{esc(f.severity)}, evidence {esc(f.evidence)}"
+                             f'<div class="prose small">{rich_text(f.statement)}</div>'
+                             f'<div class="small">impact: {esc(f.impact)}</div>'
+                             f'<div class="small">repair: {esc(f.repair)}</div>'
+                             f'<div class="small">claims: {" · ".join(link(c) for c in f.claims if c in by_id)}'
+                             f'</div><div class="small">witness: <code>{esc(f.witness.name)}</code>; reproduce: '
+                             f"<code>{esc(f.reproduce)}</code></div></li>")
+        for lead in pf.leads if pf is not None else []:
+            if ids & set(lead.claims):
+                leads.append(f"<li><b>{esc(lead.id)}</b> · {esc(', '.join(lead.results))}"
+                             f'<div class="small">why not a refutation: {esc(lead.reason)}</div>'
+                             f'<div class="small">what would decide it: {esc(lead.decide)}</div>'
+                             f'<div class="small">claims: {" · ".join(link(c) for c in lead.claims if c in by_id)}'
+                             "</div></li>")
+        untriaged += [f"<li>{link(v.claim_id)} {esc(v.label)}</li>" for v in vs
+                      if (v.verdict == "violated" or v.expect == "violated") and v.claim_id not in covered]
+    out = list(notes)
+    if found:
+        out.append('<section class="card findings"><h2>Confirmed findings: published statements that fail</h2>'
+                   '<p class="note">Reviewed (in regime, independent of hidden constants, with a standalone witness); '
+                   f"from each paper's findings.toml.</p><ul>{''.join(found)}</ul></section>")
+    if leads:
+        out.append('<section class="card"><h2>Leads: violated somewhere, not refutations</h2>'
+                   f"<ul>{''.join(leads)}</ul></section>")
+    if untriaged:
+        out.append('<section class="card"><h2>Violated, not triaged</h2><p class="note">No finding or lead of the '
+                   f"paper's findings.toml lists these claims.</p><ul>{''.join(untriaged)}</ul></section>")
+    return out
+
+
 def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | None,
                removed: list[OldClaim], notes: list[str], papers_info: dict[str, Paper] | None = None) -> str:
     papers_info = papers_info or {}
@@ -191,18 +254,8 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
     for n in notes:
         body.append(f'<div class="card warnbox">{esc(n)}</div>')
 
-    # Confirmed findings first: they are the point of the exercise.
-    findings = [v for v in views if v.expect == "violated"]
-    if findings:
-        items = []
-        for v in sorted(findings, key=lambda v: (v.paper, label_key(v.label))):
-            state = ('<span class="flag good">still reproduced</span>' if v.verdict == "violated" else
-                     f'<span class="flag bad">not reproduced in this run (verdict {esc(v.verdict)})</span>')
-            items.append(f'<li><a href="claims/{quote(v.slug)}.html"><b>{esc(v.paper)} · {esc(v.label)}</b></a> '
-                         f"{esc(v.title)} {badge(v.verdict)}{state}"
-                         f'<div class="prose small">{rich_text(v.claim.finding)}</div></li>')
-        body.append('<section class="card findings"><h2>Confirmed findings: printed statements that fail</h2>'
-                    f"<ul>{''.join(items)}</ul></section>")
+    # Confirmed findings first: they are the point of the exercise. Only reviewed ones (findings.toml) count.
+    body += _findings_sections(views)
 
     if cmp is not None:
         body.append(_changes_section(views, cmp, removed))
@@ -694,7 +747,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         if res.verdict != res.expect:
             exp = f'<span class="flag bad">expected {esc(res.expect)}</span>'
         elif res.expect == "violated":
-            exp = '<span class="flag good">confirmed finding, still reproduced</span>'
+            exp = '<span class="flag good">expected violation, still reproduced</span>'
         n_in = sum(1 for c in res.configs if c.in_regime)
         facts = []
         explain = VERDICT_TEXT.get(res.verdict, "")
@@ -704,8 +757,10 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         elif w is not None:
             facts += [("worst slack", f"{esc(S.fmt(w.slack_min, 4))}"
                        + ("" if w.in_regime else " (outside the stated regime)")),
-                      ("violations there", (f"{w.violations} of {w.replicates}, rate interval {_interval(w)} "
-                                           f"vs δ = {esc(S.fmt(w.delta))}"))]
+                      ("violations there", (f"{w.violations} of {w.replicates}, "
+                                           + ("rate interval" if claim.check is None or claim.check.probability != "always"
+                                              else "search hit rate (not a probability)")
+                                           + f" {_interval(w)} vs δ = {esc(S.fmt(w.delta))}"))]
         if claim.check is not None:
             facts += [("configurations", f"{len(res.configs)} ({n_in} in the stated regime)"),
                       ("replicates", _replicates_fact(res.configs)),
