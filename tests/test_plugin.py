@@ -47,7 +47,7 @@ def test_confirmed_finding_passes_until_the_verdict_changes(pytester, project):
     # a: still violated -> passes (strict-xfail-like); b: now holds -> fails, because the finding changed.
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*toy/lemma-1/norm-b*verdict 'holds', expected 'violated'*",
-                              "*Confirmed findings*", "*toy/lemma-1/norm*fails at B = 0.5*"])
+                              "*Violated, not triaged*", "*toy/lemma-1/norm*verdict=violated*"])
 
 
 def test_malformed_claim_is_a_failing_item_naming_file_and_field(pytester, project):
