@@ -1,13 +1,23 @@
-"""Start-up cost: `lemmacheck --help` and a one-claim `repro` import only what they use.
+"""Start-up cost: `lemmacheck --help` and a one-claim `repro` import only what they use, and finding one claim
+parses that claim's file alone, whatever the size of the suite.
 
-Asserts which modules are NOT imported (never times): measured with `python -X importtime`, torch alone is
-~2 s and sympy ~1 s of a cold start here, hypothesis ~1 s, the report and Dask more.
+Asserts which modules are NOT imported and how many claim files are parsed (never times): measured with
+`python -X importtime`, torch alone is ~1.4 s of a cold start here, scipy.stats ~0.6 s, sympy ~0.3 s,
+hypothesis ~1 s, the report and Dask more; parsing all ~380 claim files (sympy expressions) ~1.8 s.
 """
 
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import pytest
+
+from lemmacheck import claims as claims_module
+from lemmacheck import cli
+from lemmacheck.claims import claim_files
+from lemmacheck.errors import LemmacheckError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +58,83 @@ def test_one_claim_repro_imports_no_report_dask_or_hypothesis():
                    "--replicates", "4", "--shard-size", "4")
     assert res["code"] == 0 and "zou2018/theorem-5.1-i/layer-output-norm" in res["out"]
     assert _imported(res["modules"], "torch")  # the probe ran the estimator
-    for unused in ("lemmacheck.report", "lemmacheck.hunt", "lemmacheck.plugin", "dask", "distributed",
-                   "hypothesis", "pytest", "selenium"):
+    # (lemmacheck.hunt itself is light: the runner replays a hunted configuration's pins; Hypothesis is not)
+    for unused in ("lemmacheck.report", "lemmacheck.plugin", "dask", "distributed",
+                   "hypothesis", "pytest", "selenium", "scipy.stats", "scipy.optimize", "scipy.linalg",
+                   "scipy.sparse"):
         assert not _imported(res["modules"], unused), f"a one-claim repro imports {unused}"
+
+
+def _count_parses(monkeypatch) -> dict[str, list]:
+    """Record every claim validation (parse_claim) and every TOML parse (tomllib.load) from here on."""
+    seen: dict[str, list] = {"parse_claim": [], "toml": []}
+    parse, load = claims_module.parse_claim, tomllib.load
+
+    def counting_parse(raw, path):
+        seen["parse_claim"].append(path)
+        return parse(raw, path)
+
+    def counting_load(fh, *args, **kwargs):
+        seen["toml"].append(getattr(fh, "name", fh))
+        return load(fh, *args, **kwargs)
+
+    monkeypatch.setattr(claims_module, "parse_claim", counting_parse)
+    monkeypatch.setattr(tomllib, "load", counting_load)
+    return seen
+
+
+def test_finding_one_claim_parses_that_file_alone(monkeypatch):
+    files = claim_files([ROOT / "claims"])
+    assert len(files) > 100  # the shipped suite: the count below must not grow with it
+    seen = _count_parses(monkeypatch)
+    claim = cli._find_claim("zou2018/theorem-5.1-i/layer-output-norm", [str(ROOT / "claims")])
+    assert claim.id == "zou2018/theorem-5.1-i/layer-output-norm"
+    assert len(seen["parse_claim"]) == 1, seen["parse_claim"]  # the old lookup validated every file
+    assert [Path(p).name for p in seen["toml"]] == [claim.source.name]
+
+
+def test_the_id_line_reader_agrees_with_toml_on_every_shipped_claim():
+    for f in claim_files([ROOT / "claims"]):
+        with open(f, "rb") as fh:
+            assert cli._declared_id(f) == tomllib.load(fh).get("id"), f
+
+
+def _write(path: Path, head: str, cid_line: str) -> Path:
+    src = (ROOT / "claims" / "zou2018" / "theorem-5.1-i-layer-output-norm.toml").read_text().splitlines()
+    body = [line for line in src if not line.startswith("id ")]
+    path.write_text(head + cid_line + "\n" + "\n".join(body) + "\n")
+    return path
+
+
+def test_find_claim_reads_other_spellings_and_refuses_ambiguity(tmp_path, monkeypatch):
+    folder = tmp_path / "zou2018"
+    folder.mkdir()
+    ext = ROOT / "claims" / "zou2018" / "extension"
+    (folder / "extension").symlink_to(ext, target_is_directory=True)
+    _write(folder / "a.toml", "# comment\n", "id = 'zou2018/literal'  # a literal string")
+    _write(folder / "b.toml", "", '"id" = "zou2018/quoted-key"')  # not an `id = ` line: read as TOML
+    _write(folder / "c.toml", "", 'id = "zou2018/esc\\u0061ped"')  # an escape: TOML decides ("zou2018/escaped")
+    seen = _count_parses(monkeypatch)
+    assert cli._find_claim("zou2018/literal", [str(tmp_path)]).source.name == "a.toml"
+    assert cli._find_claim("zou2018/quoted-key", [str(tmp_path)]).source.name == "b.toml"
+    assert cli._find_claim("zou2018/escaped", [str(tmp_path)]).source.name == "c.toml"
+    assert len(seen["parse_claim"]) == 3  # one per lookup
+    with pytest.raises(LemmacheckError, match="no claim with id 'zou2018/none'"):
+        cli._find_claim("zou2018/none", [str(tmp_path)])
+    _write(folder / "d.toml", "", 'id = "zou2018/literal"')
+    with pytest.raises(LemmacheckError, match="declared by 2 claim files"):
+        cli._find_claim("zou2018/literal", [str(tmp_path)])
+
+
+def test_clopper_pearson_gives_scipy_stats_beta_quantiles():
+    """stats.clopper_pearson reads scipy.special (boost's ibeta_inv), not scipy.stats: the same numbers."""
+    from scipy import stats as sps
+
+    from lemmacheck.stats import clopper_pearson
+
+    for n in [*range(1, 60), 100, 333, 1000, 4096, 65536]:
+        for k in sorted({0, 1, n // 7, n // 2, n - 1, n}):
+            for alpha in (1e-6, 1e-4, 1e-3, 0.05):
+                lo, hi = clopper_pearson(k, n, alpha)
+                assert lo == (0.0 if k == 0 else float(sps.beta.ppf(alpha / 2, k, n - k + 1)))
+                assert hi == (1.0 if k == n else float(sps.beta.ppf(1 - alpha / 2, k + 1, n - k)))

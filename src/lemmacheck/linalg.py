@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 import torch
 
 from .boundary import to_numpy
@@ -232,6 +231,8 @@ def _scipy_blas_threads(n: int) -> None:
         import ctypes
         import glob
         import os
+
+        import scipy
         lib = None
         for path in glob.glob(os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs",
                                            "libscipy_openblas*.so")):
@@ -264,6 +265,8 @@ def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
     G = gram(A)
     A64 = A.to(torch.float64)
     flat_G, flat_A = G.reshape(-1, *G.shape[-2:]), A64.reshape(-1, *A64.shape[-2:])
+    import scipy.linalg  # here, not at the top: a claim that never projects does not pay its import
+
     outs = []
     _scipy_blas_threads(torch.get_num_threads())
     for Gi, Ai in zip(flat_G, flat_A):

@@ -20,7 +20,9 @@ whatever the dependence between tests,
 so 100 tests give at most a 1% chance of any false alarm in a whole run, 1000 tests at most 10%.
 Runners that need a tighter family-wise rate should divide their budget by the number of tests.
 
-Pure numpy/scipy: no torch here, so this module can be used (and tested) without a GPU stack.
+Pure numpy/scipy: no torch here, so this module can be used (and tested) without a GPU stack. scipy's
+special functions, optimize and stats load where a function first needs them (scipy.stats and scipy.optimize
+alone cost a second or more of start-up): a one-claim `repro` or `show` pays only for what it computes.
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
-from scipy import stats as sps
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -104,10 +104,9 @@ def clopper_pearson(k: int, n: int, alpha: float = DEFAULT_ALPHA) -> tuple[float
     alpha = _check_alpha(alpha)
     if n == 0:
         return 0.0, 1.0
-    # Beta quantiles are the standard closed form of the inverted binomial tails.
-    lower = 0.0 if k == 0 else float(sps.beta.ppf(alpha / 2, k, n - k + 1))
-    upper = 1.0 if k == n else float(sps.beta.ppf(1 - alpha / 2, k + 1, n - k))
-    return lower, upper
+    # Beta quantiles are the standard closed form of the inverted binomial tails (scipy.stats.beta.ppf's numbers,
+    # through scipy.special: tests/test_startup.py checks them equal).
+    return _clopper_pearson_fast(k, n, alpha)
 
 
 def _softplus(t: float) -> float:
@@ -116,6 +115,8 @@ def _softplus(t: float) -> float:
 
 
 def _expit(t: float) -> float:
+    from scipy import special
+
     return float(special.expit(t))
 
 
@@ -157,6 +158,8 @@ def bernoulli_confidence_sequence(k: int, n: int, alpha: float = DEFAULT_ALPHA) 
     elif k == n:
         lower, upper = math.exp(log_level / n), 1.0
     else:
+        from scipy import special
+
         log_beta = float(special.betaln(k + 1, n - k + 1))
         log_inv_alpha = -math.log(alpha)
 
@@ -176,6 +179,8 @@ def bernoulli_confidence_sequence(k: int, n: int, alpha: float = DEFAULT_ALPHA) 
 def _clopper_pearson_fast(k: int, n: int, alpha: float) -> tuple[float, float]:
     # Same numbers as clopper_pearson (scipy's beta.ppf is boost's ibeta_inv, as is betaincinv) without
     # the ~0.2 ms of scipy.stats dispatch: runners call the confidence sequence after every draw.
+    from scipy import special
+
     lower = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha / 2))
     upper = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1 - alpha / 2))
     return lower, upper
@@ -190,6 +195,8 @@ def _root_away_from(f: Callable[[float], float], t0: float, direction: float) ->
         step *= 2.0
         t1 = t0 + direction * step
     a, b = (t1, t0) if direction < 0 else (t0, t1)
+    from scipy import optimize
+
     return float(optimize.brentq(f, a, b, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200))
 
 
@@ -348,6 +355,8 @@ def quantile_interval(sample: np.ndarray, q: float, alpha: float) -> tuple[float
     n = x.size
     if n == 0 or not 0.0 < q < 1.0:
         raise ValueError(f"quantile_interval needs draws and 0 < q < 1, got n={n}, q={q!r}")
+    from scipy import stats as sps
+
     ks = np.arange(n + 1)
     cdf = sps.binom.cdf(ks - 1, n, q)  # P(Bin < l) for l = 0..n
     ok_low = np.flatnonzero(cdf[1:] <= alpha / 2)  # l = 1..n
@@ -494,6 +503,8 @@ def concave_fits_box(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
         row[j], row[j + 1], row[j + 2] = a, -a - b, b
         rows.append(row)
     bounds = [(float(lw), None if not np.isfinite(hg) else float(hg)) for lw, hg in zip(low, high)]
+    from scipy import optimize
+
     res = optimize.linprog(np.zeros(n), A_ub=np.array(rows), b_ub=np.zeros(n - 2), bounds=bounds,
                            method="highs")
     if res.status == 2:  # infeasible
