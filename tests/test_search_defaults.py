@@ -6,6 +6,7 @@ outcomes are exact, not probable."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lemmacheck.claims import load_claims, load_extension
+from lemmacheck.claims import load_claims, load_extension, parse_claim
 from lemmacheck.hunt import hunt
 
 PLANTED2 = Path(__file__).parent / "planted_search2"
@@ -88,3 +89,55 @@ def test_repro_refuses_a_malformed_pinned_dataset(p2, capsys):
     assert "unit norm" in capsys.readouterr().err
     assert main(base + ["--pinned", '{"dataset": []}']) != 0
     assert "unknown field" in capsys.readouterr().err
+
+
+def _without_premises(claim):
+    raw = copy.deepcopy(claim.raw)
+    raw["inputs"].pop("premises")
+    return parse_claim(raw, claim.source)
+
+
+def _has_parallel_pair(points) -> bool:
+    X = torch.tensor(points, dtype=torch.float64)
+    C = X @ X.T
+    return bool(((C.abs() >= 1 - 1e-9) & ~torch.eye(len(X), dtype=torch.bool)).any())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hunt_never_returns_a_dataset_that_breaks_a_declared_premise(p2, seed):
+    claim = p2["pair-sum"]  # ||x_1 + x_2|| > 0 for non-parallel inputs: true; false only at x_2 = -x_1
+    bare = hunt(_without_premises(claim), examples=40, seed=seed).counterexample
+    assert bare is not None and _has_parallel_pair(bare.points)  # without the premise the hunt finds {x, -x}
+    res = hunt(claim, examples=40, seed=seed)
+    assert res.counterexample is None
+    assert res.probes and not any(p.points is not None and _has_parallel_pair(p.points) for p in res.probes)
+
+
+def test_runs_meet_declared_premises(p2):
+    from lemmacheck.errors import EstimatorError
+    from lemmacheck.hunt import probe
+
+    claim = p2["pair-sum"]
+    # In d = 1 every pair of unit inputs is parallel: the run cannot meet the premise and says so.
+    with pytest.raises(RuntimeError, match="premise"):
+        probe(claim, {"d": 1}, 0, 8)
+    # A pinned dataset that breaks it is refused, never counted as a violation.
+    with pytest.raises(RuntimeError, match="no-parallel-pair"):
+        probe(claim, {"d": 2}, 0, 4, points=[[1.0, 0.0], [-1.0, 0.0]])
+    # Datasets of a geometry that breaks it are redrawn: antipodal pairs cannot be redrawn apart, so the shard fails
+    raw = copy.deepcopy(claim.raw)
+    raw["inputs"]["geometry"] = "antipodal-pairs"
+    with pytest.raises(RuntimeError, match="premise"):
+        probe(parse_claim(raw, claim.source), {"d": 3}, 0, 8)
+    # ... while iid draws meet it and the claim holds on them.
+    assert probe(claim, {"d": 3}, 0, 50).violations == 0
+    assert EstimatorError  # the error type a shard records (its message names the premise)
+
+
+def test_unknown_premise_is_a_clear_error(p2):
+    from lemmacheck.errors import ClaimError
+
+    raw = copy.deepcopy(p2["pair-sum"].raw)
+    raw["inputs"]["premises"] = ["no-parallel-pairs"]
+    with pytest.raises(ClaimError, match="inputs.premises.*unknown premise"):
+        parse_claim(raw, p2["pair-sum"].source)

@@ -23,7 +23,7 @@ from typing import Any
 from .builtin import load_installed_extensions
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
-from .inputs import check_points, label_pattern
+from .inputs import check_points, check_premises, label_pattern
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
@@ -493,6 +493,12 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     label_pattern(v)
                 except ValueError as e:
                     raise ClaimError(path, "inputs.labels", str(e)) from None
+                continue
+            if k == "premises":  # hypotheses on the data (inputs.PREMISES), met by every dataset run or hunted
+                try:
+                    check_premises(v)
+                except ValueError as e:
+                    raise ClaimError(path, "inputs.premises", str(e)) from None
                 continue
             if k == "points":  # a pinned dataset (a hunt's counterexample): every replicate uses it
                 try:

@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 
+from .errors import EstimatorError
 from .expressions import parse
-from .inputs import draw_labels, pinned_dataset
+from .inputs import broken_premises, draw_labels, meets_premises, pinned_dataset
 from .registry import INPUTS
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
+PREMISE_TRIES = 20  # redraws of the datasets that break a declared premise before the shard fails
 
 
 @dataclass
@@ -71,6 +73,7 @@ class Context:
         for every replicate."""
         spec = dict(self.inputs_spec)
         spec.pop("labels", None)  # drawn by ctx.labels
+        premises = spec.pop("premises", ())  # hypotheses on the data every dataset must meet (inputs.PREMISES)
         points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")
         entry = INPUTS.get(kind)
@@ -89,8 +92,24 @@ class Context:
         if self.dataset is not None:
             X = self.dataset.to(self.dtype)
             X = (X if X.dim() == 3 else X.unsqueeze(0)).expand(self.replicates, -1, -1).clone().to(self.device)
+            if premises and not bool(meets_premises(X, premises).all()):
+                broken = broken_premises(X[int((~meets_premises(X, premises)).nonzero()[0])], premises)
+                raise EstimatorError(f"the pinned dataset breaks the claim's premise(s) {broken}")
         else:
             X = entry.obj(self.generator, self.replicates, dtype=self.dtype, **kwargs).to(self.device)
+            # Datasets that break a declared premise are redrawn whole (the others keep their draws), as the
+            # separation is: a statement's hypotheses on the data are never counted against it.
+            bad = ~meets_premises(X, premises) if premises else None
+            tries = 0
+            while bad is not None and bool(bad.any()):
+                if tries == PREMISE_TRIES:
+                    raise EstimatorError(f"{self.claim_id}: {int(bad.sum())} of {self.replicates} datasets still break "
+                                         f"the premise(s) {list(premises)} after {tries} redraws ({kwargs}): the "
+                                         "generator or geometry cannot meet them")
+                X[bad.to(X.device)] = entry.obj(self.generator, int(bad.sum()), dtype=self.dtype,
+                                                **kwargs).to(self.device)
+                bad = ~meets_premises(X, premises)
+                tries += 1
         self._last_inputs = X
         return X
 

@@ -226,8 +226,11 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
         X, _ = move_points(objective, X0, separation, steps=steps, lr=lr)
     except (RuntimeError, ValueError):
         return None
-    p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
-              search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}")
+    try:  # a moved dataset that breaks a declared premise is refused by the estimator: no result
+        p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
+                  search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}")
+    except RuntimeError:
+        return None
     p.found_by = "gradient adversary"
     return p
 
@@ -283,7 +286,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         return seen[key]
 
     @hseed(seed)
-    @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.target, Phase.shrink])
     @given(cases(claim, data=bool(data), labels=bool(labels)))
     def search_cases(case) -> None:
@@ -308,13 +311,16 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         # the same dataset in its principal axes, simple values snapped, is the minimal example when it still fails.
         shape = dataset_shape(claim, ce.params)
         simple = simplest_form(ce.points, shape[2] if shape else 0.0)
-        if simple is not None:
-            p = probe(claim, ce.params, seed, ce.replicates, points=simple, labels=ce.labels, search=ce.search or None,
-                      geometry=f"{ce.geometry} (principal axes)")
-            if p.significant:
-                p.found_by = ce.found_by
-                result.probes.append(p)
-                result.counterexample = p
+        try:  # None when the simplified dataset breaks a declared premise (the estimator refuses it)
+            p = None if simple is None else probe(claim, ce.params, seed, ce.replicates, points=simple,
+                                                  labels=ce.labels, search=ce.search or None,
+                                                  geometry=f"{ce.geometry} (principal axes)")
+        except RuntimeError:
+            p = None
+        if p is not None and p.significant:
+            p.found_by = ce.found_by
+            result.probes.append(p)
+            result.counterexample = p
     if result.counterexample is None and labels:
         _exhaust_labels(claim, result, seed, replicates, search or None, in_regime_only)
     if result.counterexample is None and data and adversary_steps:

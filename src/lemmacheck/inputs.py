@@ -336,6 +336,93 @@ def pinned_dataset(points: Any, shape: dict[str, float]) -> torch.Tensor:
     return torch.tensor(points, dtype=torch.float64)
 
 
+# ------------------------------------------------------------------------------------------------ premises
+
+
+@dataclass(frozen=True)
+class Premise:
+    """A hypothesis on the data that a claim declares (`inputs.premises`): every dataset a run draws or a hunt
+    tries meets it (runs redraw a dataset that breaks it; hunts never propose one; a pinned dataset that breaks it
+    is refused). holds(X) -> (R,) bool for datasets X (R, n, d)."""
+
+    name: str
+    description: str
+    holds: Callable[[torch.Tensor], torch.Tensor]
+
+
+PREMISES: dict[str, Premise] = {}
+PARALLEL_TOL = 1e-9  # |cos(x_i, x_j)| within this of 1: parallel (or antipodal / equal)
+
+
+def _premise(name: str, description: str):
+    def deco(fn):
+        PREMISES[name] = Premise(name, description, fn)
+        return fn
+    return deco
+
+
+def _cosines(X: torch.Tensor) -> torch.Tensor:
+    """Pairwise cosines (R, n, n) with the diagonal set to 0."""
+    U = X / X.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)
+    C = U @ U.transpose(-1, -2)
+    return C - torch.diag_embed(torch.diagonal(C, dim1=-2, dim2=-1))
+
+
+@_premise("no-parallel-pair", "no two inputs parallel: x_j != c x_i for i != j (neither equal nor antipodal)")
+def _no_parallel(X):
+    return (_cosines(X).abs() < 1 - PARALLEL_TOL).flatten(1).all(-1)
+
+
+@_premise("no-antipodal-pair", "no input is a negative multiple of another (x_j != -c x_i, c > 0)")
+def _no_antipodal(X):
+    return (_cosines(X) > -1 + PARALLEL_TOL).flatten(1).all(-1)
+
+
+@_premise("distinct", "no two inputs equal")
+def _distinct(X):
+    return ~(torch.cdist(X, X) + torch.diag(torch.full((X.shape[-2],), math.inf, dtype=X.dtype)) <= 1e-12).flatten(1).any(-1)
+
+
+def _rank(X: torch.Tensor) -> torch.Tensor:
+    s = torch.linalg.svdvals(X)
+    return (s > s[..., :1] * max(X.shape[-2:]) * torch.finfo(X.dtype).eps * 1e3).sum(-1)
+
+
+@_premise("linearly-independent", "the n inputs are linearly independent (rank n; needs n <= d)")
+def _independent(X):
+    return _rank(X) == X.shape[-2]
+
+
+@_premise("full-rank", "the n x d data matrix has rank min(n, d)")
+def _full_rank(X):
+    return _rank(X) == min(X.shape[-2:])
+
+
+def check_premises(spec: Any) -> tuple[str, ...]:
+    """A claim's `inputs.premises`: a list of PREMISES names; returns them as a tuple."""
+    if isinstance(spec, str):
+        spec = [spec]
+    if not isinstance(spec, (list, tuple)) or not all(isinstance(v, str) for v in spec):
+        raise ValueError(f"expected a list of premise names, e.g. [\"no-parallel-pair\"]; one of {list(PREMISES)}")
+    unknown = [v for v in spec if v not in PREMISES]
+    if unknown:
+        raise ValueError(f"unknown premise(s) {unknown}: one of {list(PREMISES)}")
+    return tuple(spec)
+
+
+def meets_premises(X: torch.Tensor, premises: Sequence[str]) -> torch.Tensor:
+    """(R,) bool: which datasets X (R, n, d) meet every premise."""
+    ok = torch.ones(X.shape[0], dtype=torch.bool)
+    for name in premises:
+        ok &= PREMISES[name].holds(X.detach()).cpu()
+    return ok
+
+
+def broken_premises(X: torch.Tensor, premises: Sequence[str]) -> list[str]:
+    """The premises one dataset X (n, d) breaks."""
+    return [p for p in premises if not bool(PREMISES[p].holds(X.detach()[None])[0])]
+
+
 def rademacher(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.randint(0, 2, shape, generator=gen).to(dtype) * 2 - 1
 
@@ -432,4 +519,5 @@ def describe_families() -> dict[str, dict[str, str]]:
     return {
         "geometries": {g.name: f"{g.description} [keeps: {', '.join(sorted(g.keeps))}]" for g in GEOMETRIES.values()},
         "labels": {f.name: f.description for f in LABELS.values()},
+        "premises": {p.name: p.description for p in PREMISES.values()},
     }

@@ -20,7 +20,16 @@ from hypothesis import strategies as st
 
 from .claims import Claim, config_values
 from .expressions import parse
-from .inputs import GEOMETRIES, LABELS, all_patterns, draw_labels, min_separation, unit_sphere
+from .inputs import (
+    GEOMETRIES,
+    LABELS,
+    all_patterns,
+    check_premises,
+    draw_labels,
+    meets_premises,
+    min_separation,
+    unit_sphere,
+)
 from .shards import param_strategy
 
 # Shrinking moves towards the front of a sampled_from: the simplest, most symmetric configurations first.
@@ -86,10 +95,12 @@ def integer_datasets(n: int, d: int, separation: float = 0.0, bound: int = 3) ->
     return st.lists(row, min_size=n, max_size=n).map(build).filter(lambda X: _separated(X, separation))
 
 
-def datasets(n: int, d: int, separation: float = 0.0) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
-    """(origin, dataset) with unit-norm rows, pairwise >= separation apart: one family drawn uniformly among the
-    structured geometries that admit (n, d, separation) and integer coordinates (so each is tried about equally
-    often; shrinking moves towards the simplest, GEOMETRY_ORDER's front)."""
+def datasets(n: int, d: int, separation: float = 0.0,
+             premises: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
+    """(origin, dataset) with unit-norm rows, pairwise >= separation apart, meeting the declared premises
+    (inputs.PREMISES): one family drawn uniformly among the structured geometries that admit (n, d, separation)
+    and integer coordinates (so each is tried about equally often; shrinking moves towards the simplest,
+    GEOMETRY_ORDER's front)."""
     names = [g for g in GEOMETRY_ORDER if GEOMETRIES[g].admits(n, d, separation) is None] + ["integer"]
 
     def family(name: str) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
@@ -97,7 +108,10 @@ def datasets(n: int, d: int, separation: float = 0.0) -> st.SearchStrategy[tuple
             return integer_datasets(n, d, separation).map(lambda X: ("integer", X))
         return structured_datasets(n, d, separation, (name,))
 
-    return st.sampled_from(names).flatmap(family)
+    out = st.sampled_from(names).flatmap(family)
+    if premises:
+        out = out.filter(lambda r: bool(meets_premises(r[1][None], premises)[0]))
+    return out
 
 
 def labelings(n: int, X: torch.Tensor | None = None) -> st.SearchStrategy[list[int]]:
@@ -141,6 +155,8 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
 def cases(claim: Claim, *, data: bool = True, labels: bool = True) -> st.SearchStrategy[Case]:
     """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it."""
 
+    premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
+
     @st.composite
     def build(draw) -> Case:
         params = dict(sorted(draw(parameters(claim)).items()))
@@ -149,7 +165,7 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True) -> st.SearchS
         X = None
         if data and shape is not None:
             n, d, sep = shape
-            case.geometry, X = draw(datasets(n, d, sep))
+            case.geometry, X = draw(datasets(n, d, sep, premises))
             case.points = X.tolist()
         n_labels = shape[0] if shape is not None else round(params["n"]) if "n" in params else None
         if labels and n_labels:
