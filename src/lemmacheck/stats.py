@@ -507,9 +507,7 @@ def concave_fits_box(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
 
     res = optimize.linprog(np.zeros(n), A_ub=np.array(rows), b_ub=np.zeros(n - 2), bounds=bounds,
                            method="highs")
-    if res.status == 2:  # infeasible
-        return False
-    return True  # feasible, or the solver could not tell: never evidence of growth
+    return res.status != 2  # 2: infeasible; feasible, or the solver could not tell: never evidence of growth
 
 
 def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, *,
@@ -546,7 +544,7 @@ def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
     rejected = bool(cc.sum() >= 3 and not concave_fits_box(s[cc], lo[cc], hi[cc]))
     ln10 = math.log(10.0)
     return {"b": b, "b_ci": [b_lo, b_hi], "b_top": bt, "b_top_ci": [bt_lo, bt_hi], "top_points": int(k),
-            "points": int(len(s)), "decades": float((t[-1] - t[0]) / ln10),
+            "points": len(s), "decades": float((t[-1] - t[0]) / ln10),
             "concave_points": int(cc.sum()),
             "concave_decades": float((t[cc][-1] - t[cc][0]) / ln10) if cc.sum() >= 2 else 0.0,
             "concave_rejected": rejected}

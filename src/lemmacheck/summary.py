@@ -152,7 +152,27 @@ def _fit(scaling: dict[str, Any] | None) -> str:
     slopes, cis = scaling["implied_constant_slopes"], scaling.get("slope_ci", {})
     k = max(slopes, key=lambda n: abs(slopes[n]))
     lo, hi = cis.get(k, (math.nan, math.nan))
-    return f"C slope in {k} {slopes[k]:+.2g} [{lo:.2g}, {hi:.2g}]"
+    text = f"C slope in {k} {slopes[k]:+.2g} [{lo:.2g}, {hi:.2g}]"
+    lg = (scaling.get("log_growth") or {}).get(k)
+    if lg:  # the log exponent b of Ĉ ~ (log k)^b and the decades the sweep spans
+        text += f", (log {k})^b b {lg['b']:+.2g} [{lg['b_ci'][0]:.2g}, {lg['b_ci'][1]:.2g}], {lg['decades']:.1f} dec"
+    return text
+
+
+def log_growth_text(scaling: dict[str, Any]) -> str | None:
+    """One line per swept parameter: the decades a scaling verdict rests on, the fitted log exponent b of
+    Ĉ ~ (log x)^b with its interval, and the largest b and power slope the sweep could have missed."""
+    logs = scaling.get("log_growth") or {}
+    if not logs:
+        return None
+    parts = []
+    for k, g in logs.items():
+        miss = (scaling.get("slope_max") or {}).get(k, math.nan)
+        parts.append(f"{k}: {g['decades']:.1f} decades, log exponent b {g['b']:+.2g} [{g['b_ci'][0]:.2g}, "
+                     f"{g['b_ci'][1]:.2g}] (top of sweep {g['b_top']:+.2g} [{g['b_top_ci'][0]:.2g}, "
+                     f"{g['b_top_ci'][1]:.2g}]), could miss (log {k})^{g['b_ci'][1]:.2g} or {k}^{miss:.2g}"
+                     + ("; not a converging constant (convex in log log)" if g.get("concave_rejected") else ""))
+    return "; ".join(parts)
 
 
 def table(results: list[ClaimResult]) -> str:
@@ -192,7 +212,7 @@ def failure_text(res: ClaimResult) -> str:
         lines.append(f"  checked: {chk.quantity} {chk.relation} {chk.bound.text}; {c.quantifiers()}")
     for cfg in res.configs:
         if cfg.errors:
-            lines.extend(f"  error: {e}" for e in cfg.errors[:3])
+            lines.extend(f"  error: {e.splitlines()[0]}" for e in cfg.errors[:3])  # tracebacks: run's stderr
     worst = next((x for x in res.configs if x.index == res.worst_index), None)
     if worst is not None:
         lines.append(f"  worst configuration: {worst.params} ({'in' if worst.in_regime else 'OUT OF'} regime)")
@@ -219,6 +239,9 @@ def failure_text(res: ClaimResult) -> str:
                      f"{s.get('regime', 'all configurations')})"
                      + (f"; Ĉ = 0 at the tracked level in configurations {s['zero_configs']} (bound met, not fitted)"
                         if s.get("zero_configs") else "") + f"; {s.get('reason', '')}")
+        logs = log_growth_text(s)
+        if logs:
+            lines.append(f"  log growth: {logs}")
     if res.regime_path:
         lines.append(f"  {trend_text(res.regime_path)}")
     rep = claim_repro(res)

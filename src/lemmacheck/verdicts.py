@@ -32,6 +32,7 @@ from .stats import (
     draws_for_quantile,
     fit_quantile_scaling,
     fit_scaling,
+    log_growth_test,
     quantile_interval,
     reducer,
     scaling_verdict,
@@ -425,7 +426,67 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             verdict = "inconclusive"
             out["reason"] = ("implied constant still rising at the top of the sweep "
                              + ", ".join(f"{k} (local slope >= {v:.3g})" for k, v in rising.items()))
+    ys = np.array([np.quantile(r, q) for r, q in zip(resp, levels)])
+    logs = _log_growth(names, log_x, ys, lo, hi, upper)
+    if logs:
+        out["log_growth"] = logs
+        out["decades"] = {k: v["decades"] for k, v in logs.items()}
+        out["log_exponent_max"] = {k: v["b_ci"][1] for k, v in logs.items()}  # the largest b the sweep could miss
+    # the largest power slope of growth (for a lower bound: of decay) the sweep could have missed
+    out["slope_max"] = {k: float(h if upper else -lw) for k, lw, h in zip(names, fit.ci_low, fit.ci_high)}
+    growing = {k: v for k, v in logs.items() if v["growing"]}
+    if growing and verdict != "violated":  # (a violated power-law fit already says the constant grows)
+        out["log_growth_flag"] = True
+        k, g = max(growing.items(), key=lambda kv: kv[1]["b"])
+        what = (f"implied constant {'grows' if upper else 'decays'} like (log {k})^{'' if upper else '-'}b: b = {g['b']:.2g} "
+                f"[{g['b_ci'][0]:.2g}, {g['b_ci'][1]:.2g}] over {g['decades']:.1f} decades, "
+                f"{g['b_top']:.2g} [{g['b_top_ci'][0]:.2g}, {g['b_top_ci'][1]:.2g}] at the top")
+        if any(v["decisive"] for v in growing.values()):
+            verdict = "violated"
+            out["reason"] = what + "; no constant converging from below fits (concave in log log x rejected)"
+        else:
+            verdict = "inconclusive"
+            out["reason"] = (what + (f"; {out['reason']}" if out.get("reason") else "")
+                             + "; convergence not ruled out")
     out["verdict"] = verdict
+    return out
+
+
+# Logarithmic growth (stats.log_growth_test): along each swept parameter, the implied constant's tracked statistic
+# in s = log log x. It is "growing" (flag log-growth, never holds) when the log exponent's lower interval end
+# exceeds LOG_GROWTH_B_TOP over the top two thirds of the sweep, or LOG_GROWTH_B over the whole sweep: growth
+# like (log x)^b that a power-law slope under the tolerance cannot see. It is "decisive" (violated) when besides
+# no function concave in log log x fits the intervals (every constant converging from below is concave there) over
+# at least LOG_VIOLATED_DECADES decades. Exact under the box: a flat constant is flagged, and a constant converging
+# at a rate (log x)^-beta or x^-gamma (gamma >= 1/4) reads violated, with probability at most SCALING_ALPHA.
+# Calibrated in docs/calibration.md (constants converging like 1 - 1/log m reach whole-sweep exponents near 0.15).
+LOG_GROWTH_B_TOP = 0.1
+LOG_GROWTH_B = 0.2
+LOG_VIOLATED_DECADES = 3.0
+
+
+def _log_growth(names: list[str], log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                upper: bool) -> dict[str, dict[str, Any]]:
+    """stats.log_growth_test along each swept parameter, on the line (other swept parameters fixed) with the
+    most values of it. For a lower bound the constant's decay matters: the test runs on -log Ĉ."""
+    if not upper:
+        y, lo, hi = -y, -hi, -lo
+    out: dict[str, dict[str, Any]] = {}
+    for k, name in enumerate(names):
+        others = np.delete(log_x, k, axis=1)
+        groups: dict[tuple[float, ...], list[int]] = {}
+        for j, row in enumerate(others):
+            groups.setdefault(tuple(row), []).append(j)
+        idx = max(groups.values(), key=lambda g: (len({log_x[j, k] for j in g}), len(g)))
+        if len({log_x[j, k] for j in idx}) < len(idx):
+            continue
+        res = log_growth_test(log_x[idx, k], y[idx], lo[idx], hi[idx])
+        if res is None:
+            continue
+        res["growing"] = bool(res["b_top_ci"][0] > LOG_GROWTH_B_TOP or res["b_ci"][0] > LOG_GROWTH_B)
+        res["decisive"] = bool(res["growing"] and res["concave_rejected"]
+                               and res["concave_decades"] >= LOG_VIOLATED_DECADES)
+        out[name] = res
     return out
 
 
@@ -584,6 +645,8 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             verdict = per_config
         if any(c.nonpositive for c in configs):
             flags.append("non-positive")
+        if scaling.get("log_growth_flag"):
+            flags.append("log-growth")
         if scaling.get("still_growing"):
             flags.append("still-growing")
     else:
@@ -627,9 +690,11 @@ def false_violation_bound(res: ClaimResult) -> float:
     anytime-valid sequence, which is not split evenly; 3α/2 for an early-stopping configuration, whichever way it
     ended: its verdict is wrong only if the sequence ever excluded the true rate (α) or the full-size interval did
     (α/2), a union bound), SCALING_ALPHA/2 per scaling fit (the lower ends of its
-    simultaneous interval box) plus α/2 per configuration whose non-positive draws are tested against δ.
-    Comparisons of deterministic claims are exact up to rounding: 0. A mean-log fit's bootstrap is
-    approximate: its SCALING_ALPHA/2 is nominal."""
+    simultaneous interval box) plus α/2 per configuration whose non-positive draws are tested against δ;
+    a fit that ran the log-growth test charges SCALING_ALPHA in all (its concavity test uses both ends of the
+    box: any failure of the box's coverage), and a mean-log fit SCALING_ALPHA/2 more (its slope comes from a
+    bootstrap, not from the box). Comparisons of deterministic claims are exact up to rounding: 0. A mean-log
+    fit's bootstrap is approximate: its SCALING_ALPHA/2 is nominal."""
     if res.claim.mode == "infeasible":
         return 0.0
     inside = [c for c in res.configs if c.in_regime] or res.configs
@@ -638,7 +703,9 @@ def false_violation_bound(res: ClaimResult) -> float:
         total += sum(1.5 * DEFAULT_ALPHA if c.sequential else DEFAULT_ALPHA if c.interval == "confidence-sequence"
                      else DEFAULT_ALPHA / 2 for c in inside)
     elif res.claim.mode == "scaling":
-        total += SCALING_ALPHA / 2 if res.scaling and res.scaling.get("fitted") else 0.0
+        if res.scaling and res.scaling.get("fitted"):
+            boot = res.scaling.get("interval", "").startswith("bootstrap")
+            total += SCALING_ALPHA * (0.5 * boot + 1.0) if res.scaling.get("log_growth") else SCALING_ALPHA / 2
         total += sum(DEFAULT_ALPHA / 2 for c in inside if c.delta > 0)
     return float(total)
 

@@ -110,6 +110,43 @@ def _scaling_case(growth: str, truth: str, relation: str = "<=", probability: st
     return Case(what or f"scaling, C(m) {growth}", truth, text, n, configs=4, what="scaling")
 
 
+LOG_SIGMA = 0.2  # the implied constant's spread: e^(0.2 Z), the measured case's
+LOG_DRAWS = 256
+LOG_LEVELS = 8
+LOG_M0 = 64
+
+
+def log_grid(decades: float, levels: int = LOG_LEVELS) -> list[int]:
+    """`levels` widths from LOG_M0 up, equally spaced in log m over `decades` decades (6.3: 64 to 1.3e8)."""
+    return [round(LOG_M0 * 10 ** (decades * i / (levels - 1))) for i in range(levels)]
+
+
+def log_case(growth: str, truth: str, decades: float = 6.3, what: str = "") -> Case:
+    """C(m) e^(0.2 Z) stated as "<= C with probability 1 - delta" (shape 1: the quantity is the implied constant),
+    m over `decades` decades from 64 in LOG_LEVELS levels, LOG_DRAWS draws each."""
+    grid = log_grid(decades)
+    values = ", ".join(map(str, grid))
+    args = f'growth = "{growth}", sigma = {LOG_SIGMA}, power = 0'
+    text = _toml(f"log-{growth}-{decades:g}dec", "calib-scaling", "<=", "C", f"1 - {DELTA}", args,
+                 f"m = {{ values = [{values}] }}", f"m = [{values}]", LOG_DRAWS, 'constants = ["C"]')
+    return Case(what or f"log factor: C(m) {growth}, {decades:g} decades", truth, text, LOG_DRAWS,
+                configs=LOG_LEVELS, what="log-scaling")
+
+
+# The logarithmic cases: C(m) e^(0.2 Z) <= C w.p. 1 - delta, m from 64 to 1.3e8 (6.3 decades) in 8 levels.
+LOG_CASES = [
+    ("sqrtlog", "false", "log factor: sqrt(log m) e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("log", "false", "log factor: log m e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("loglog", "false", "log factor: log log m e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("conv-sqrt", "true", "log factor: (1 - 1/sqrt m) e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("conv-m", "true", "log factor: (1 - 1/m) e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("conv-log", "true", "log factor: (1 - 1/log m) e^(0.2 Z) <= C, m 64..1.3e8"),
+    ("flat", "true", "log factor: flat constant e^(0.2 Z) <= C, m 64..1.3e8"),
+]
+# power against the decades swept (scripts/calibration.py): the false cases over these sweeps, 8 levels each
+POWER_DECADES = (1.0, 2.0, 3.0, 4.5, 6.3, 9.0)
+
+
 def cases() -> list[Case]:
     out = [_rate_case(f, n) for f in (0.5, 1.0, 1.3, 2.0) for n in (100, 200, 1000)]
     out += [
@@ -129,6 +166,7 @@ def cases() -> list[Case]:
         _scaling_case("nan-above", "unknown", extra_args=", threshold = 32768",
                       what="scaling: NaN at the largest m (an estimator failure)"),
     ]
+    out += [log_case(g, t, what=w) for g, t, w in LOG_CASES]
     tight = "x = { values = [1] }"
     out += [
         Case("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float64", "true",

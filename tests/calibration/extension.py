@@ -31,13 +31,18 @@ def bernoulli(ctx: Context) -> Observation:
 
 def _constant(kind: str, m: torch.Tensor | float) -> float:
     m = float(m)
-    return {"flat": 2.0, "pow0.1": 2.0 * m ** 0.1, "pow0.2": 2.0 * m ** 0.2, "sqrtlog": math.sqrt(math.log(m)),
-            "converge": 2.0 * (1.0 - m ** -0.5)}[kind] if kind in ("flat", "pow0.1", "pow0.2", "sqrtlog",
-                                                                    "converge") else 2.0
+    table = {"flat": lambda: 2.0, "pow0.1": lambda: 2.0 * m ** 0.1, "pow0.2": lambda: 2.0 * m ** 0.2,
+             "sqrtlog": lambda: math.sqrt(math.log(m)), "converge": lambda: 2.0 * (1.0 - m ** -0.5),
+             # logarithmic growth and convergence from below (1 - c g(m), c = 1, g -> 0)
+             "log": lambda: math.log(m), "loglog": lambda: math.log(math.log(m)),
+             "conv-sqrt": lambda: 1.0 - m ** -0.5, "conv-m": lambda: 1.0 - 1.0 / m,
+             "conv-log": lambda: 1.0 - 1.0 / math.log(m)}
+    return table[kind]() if kind in table else 2.0
 
 
-@QUANTITIES.register("calib-scaling", "calibration: C(m) sqrt(m) exp(sigma Z) with C(m) = args.growth (flat, pow0.1, "
-                     "pow0.2, sqrtlog, converge); 'widening' puts m^0.3 on 30% of draws (flat median, growing "
+@QUANTITIES.register("calib-scaling", "calibration: C(m) m^power exp(sigma Z) (power: args.power, default 1/2) with C(m) = "
+                     "args.growth (flat, pow0.1, pow0.2, sqrtlog, converge, log, loglog, and 1 - 1/sqrt(m), 1 - 1/m, "
+                     "1 - 1/log m as conv-sqrt, conv-m, conv-log); 'widening' puts m^0.3 on 30% of draws (flat median, growing "
                      "1 - delta tail); 'zeros' makes 30% of draws 0; 'thinning-zeros' (flat) and 'pow0.2-zero-top' put zeros "
                      "where a mean or a stand-in would mislead an upper-bound fit; 'nan-above' is NaN for m >= args.threshold",
                      networks=NET, memory=_memory)
@@ -47,7 +52,7 @@ def scaling(ctx: Context) -> Observation:
     sigma = float(ctx.arg("sigma", 0.05))
     z = torch.randn(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
     u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)
-    value = _constant(kind, m) * math.sqrt(m) * torch.exp(sigma * z)
+    value = _constant(kind, m) * m ** float(ctx.arg("power", 0.5)) * torch.exp(sigma * z)
     if kind == "widening":
         value = torch.where(u < 0.3, value * m ** 0.3, value)
     elif kind == "zeros":

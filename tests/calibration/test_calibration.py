@@ -7,6 +7,7 @@ Binomial(seeds, P(verdict)). The many-seed table is scripts/calibration.py -> do
 
 import json
 
+import numpy as np
 import pytest
 from scipy import stats as sps
 
@@ -46,6 +47,13 @@ PINNED = [
     ("scaling upper bound, mean-log: flat constant, zeros thinning from 30% to 0", "holds", None),
     ("scaling upper bound, mean-log: C(m) ~ m^0.2, 70% zeros at the top m", "violated", None),
     ("scaling: NaN at the largest m (an estimator failure)", "inconclusive", "errors"),
+    ("log factor: sqrt(log m) e^(0.2 Z) <= C, m 64..1.3e8", "inconclusive", "log-growth"),
+    ("log factor: log m e^(0.2 Z) <= C, m 64..1.3e8", "violated", "log-growth"),
+    ("log factor: log log m e^(0.2 Z) <= C, m 64..1.3e8", "inconclusive", "log-growth"),
+    ("log factor: (1 - 1/sqrt m) e^(0.2 Z) <= C, m 64..1.3e8", "holds", None),
+    ("log factor: (1 - 1/m) e^(0.2 Z) <= C, m 64..1.3e8", "holds", None),
+    ("log factor: (1 - 1/log m) e^(0.2 Z) <= C, m 64..1.3e8", "holds", None),
+    ("log factor: flat constant e^(0.2 Z) <= C, m 64..1.3e8", "holds", None),
     ("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float64", "holds", None),
     ("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float32", "holds", None),
     ("equality ratio sum x^2 / x.x <= 1, float32", "holds", None),
@@ -93,3 +101,43 @@ def test_cli_smoke_reports_verdicts_flags_and_the_family_wise_bound(tmp_path):
     assert set(fw["by_mode"]) == {"probabilistic", "scaling"} and fw["by_mode"]["scaling"] > 0
     assert fw["bound"] == pytest.approx(sum(c["false_violation_bound"] for c in data["claims"]))
     assert "never a proof" in fw["holds_means"]
+
+
+def test_a_sqrt_log_factor_never_reads_holds():
+    """The measured case: sqrt(log m) e^(0.2 Z) stated "<= C w.p. 1 - delta", m from 64 to 1.3e8 in 8 levels, 256
+    draws each. Its power-law slope interval lies under the 0.1 tolerance and it rises only a few percent per
+    level, so the slope and still-growing tests alone read holds at every seed; the log-growth test sees the
+    exponent b = 1/2 of log m. (A flat constant is flagged with probability <= 1e-3: the box's.)"""
+    case = CASES["log factor: sqrt(log m) e^(0.2 Z) <= C, m 64..1.3e8"]
+    for seed in range(8):
+        res = run_case(case, seed)
+        lg = res.scaling["log_growth"]["m"]
+        assert res.verdict != "holds" and "log-growth" in res.flags, (seed, res.verdict, res.flags, lg)
+        assert lg["b_ci"][0] <= 0.5 <= lg["b_ci"][1] and lg["decades"] == pytest.approx(6.3, abs=0.01)
+        assert res.scaling["slope_ci"]["m"][1] < 0.1  # what the power-law fit alone sees: under the tolerance
+
+
+def test_log_growth_and_convergence_are_told_apart_by_curvature_in_log_log_m():
+    """log m is convex in log log m: decisively not a converging constant over 6.3 decades (violated); a constant
+    converging like 1 - 1/log m is concave there and is never rejected (exact under the interval box)."""
+    from lemmacheck.stats import concave_fits_box
+
+    grow = run_case(CASES["log factor: log m e^(0.2 Z) <= C, m 64..1.3e8"], 3)
+    lg = grow.scaling["log_growth"]["m"]
+    assert grow.verdict == "violated" and lg["concave_rejected"] and lg["b_ci"][0] <= 1.0 <= lg["b_ci"][1]
+    conv = run_case(CASES["log factor: (1 - 1/log m) e^(0.2 Z) <= C, m 64..1.3e8"], 3)
+    assert conv.verdict != "violated" and not conv.scaling["log_growth"]["m"]["concave_rejected"]
+    # the LP itself: a concave curve's exact values fit; a convex one's, in a tight box, do not
+    s = np.log(np.log(np.array([64.0, 1e3, 1e5, 1e8])))
+    assert concave_fits_box(s, np.log(1 - np.exp(-s)) - 1e-9, np.log(1 - np.exp(-s)) + 1e-9)
+    assert not concave_fits_box(s, s - 1e-3, s + 1e-3)  # log C = s: C = log m, convex in s
+
+
+def test_the_report_says_how_many_decades_and_what_growth_the_sweep_could_miss():
+    res = run_case(CASES["log factor: flat constant e^(0.2 Z) <= C, m 64..1.3e8"], 0)
+    s = res.scaling
+    assert s["decades"]["m"] == pytest.approx(6.3, abs=0.01)
+    assert 0 < s["log_exponent_max"]["m"] < 0.5 and 0 < s["slope_max"]["m"] < 0.1
+    from lemmacheck.summary import failure_text, table
+
+    assert "6.3 decades, log exponent b" in failure_text(res) and "6.3 dec" in table([res])
