@@ -26,6 +26,9 @@ def draws(ctx):
         Path(marker).write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(float(ctx.arg("sleep", 0.0)))
+    fixed = ctx.arg("bug_fixed", "")
+    if ctx.i("k") == ctx.arg("bug_at", -1) and not (fixed and Path(fixed).exists()):
+        torch.zeros(2).numpy()[ctx.replicates + 5]  # a planted estimator bug: IndexError, until "fixed"
     return Observation(torch.randn(ctx.replicates, generator=ctx.generator, dtype=torch.float64).abs())
 '''
 
@@ -47,7 +50,7 @@ quantity = "{name}"
 relation = "<="
 bound = "B"
 probability = "1 - delta"
-args = {{ kill_at = {kill_at}, kill_marker = "{marker}", sleep = {sleep} }}
+args = {{ kill_at = {kill_at}, kill_marker = "{marker}", sleep = {sleep}, bug_at = {bug_at}, bug_fixed = "{bug_fixed}" }}
 [profiles.quick]
 early_stop = false  # the fault tests count fixed shard sets (early stop would draw them one wave at a time)
 replicates = {replicates}
@@ -62,12 +65,15 @@ grid = {{ k = [0, 1] }}
 
 
 def write_fault_claim(root: Path, name: str, *, configs: int = 3, replicates: int = 8, shard_size: int = 2,
-                      kill_at: int = -1, marker: str = "", sleep: float = 0.0) -> Path:
-    """claims/fault/{extension.py, draws.toml} under `root`; returns the claims folder."""
+                      kill_at: int = -1, marker: str = "", sleep: float = 0.0, bug_at: int = -1,
+                      bug_fixed: str = "") -> Path:
+    """claims/fault/{extension.py, draws.toml} under `root`; returns the claims folder. `bug_at`: the configuration
+    with k == bug_at raises an IndexError (a planted estimator bug) until the file `bug_fixed` exists."""
     d = root / "claims" / "fault"
     d.mkdir(parents=True, exist_ok=True)
     (d / "extension.py").write_text(EXTENSION.format(name=name))
     (d / "draws.toml").write_text(CLAIM.format(name=name, kill_at=kill_at, marker=marker, sleep=sleep,
+                                               bug_at=bug_at, bug_fixed=bug_fixed,
                                                replicates=replicates, shard_size=shard_size,
                                                ks=list(range(configs))))
     return root / "claims"

@@ -177,3 +177,54 @@ def test_memory_estimate_uses_a_declared_estimate(tmp_path, monkeypatch):
     monkeypatch.setenv("LEMMACHECK_MEMORY_LIMIT", str(2**40))
     with pytest.raises(LemmacheckError, match=r"needs about 2\.05e\+03 GiB per shard \(2 replicates\) but 1\.02e\+03 GiB"):
         run_claims([claim], Store(":memory:"), paths=["x"])
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lemmacheck.cli", *args], check=False, capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_a_planted_estimator_bug_is_recorded_the_run_finishes_exits_70_and_resume_redraws_it(tmp_path):
+    """An IndexError (not an error the estimator raises on purpose) in one configuration: its shards record the
+    traceback, the claim reads inconclusive with `errors`, every other shard and claim completes, the run exits 70
+    naming the bug; after the fix, `--resume` redraws exactly those shards, with the values a clean run draws."""
+    fixed = tmp_path / "fixed"
+    claims_dir = write_fault_claim(tmp_path / "bug", "planted-bug-draws", configs=3, bug_at=1, bug_fixed=str(fixed))
+    clean_dir = write_fault_claim(tmp_path / "clean", "planted-bug-draws", configs=3)
+    sibling = (claims_dir / "fault" / "draws.toml").read_text().replace('"fault/fact-1/draws"', '"fault/fact-2/draws"')
+    (claims_dir / "fault" / "sibling.toml").write_text(sibling.replace("bug_at = 1", "bug_at = -1"))
+    db, out = tmp_path / "r.db", tmp_path / "r.json"
+
+    first = _cli("run", str(claims_dir), "--db", str(db), "--json", str(out), "-q", cwd=tmp_path)
+    assert first.returncode == 70, first.stderr
+    assert "estimator bugs: 1 configuration(s)" in first.stderr
+    assert 'fault/fact-1/draws at {"B": 2.5, "delta": 0.5, "k": 1}: IndexError' in first.stderr
+    assert "Traceback" in first.stderr and "planted estimator bug" in first.stderr
+    assert "--resume" in first.stderr
+    doc = {c["id"]: c for c in json.loads(out.read_text())["claims"]}
+    buggy, sibling_ = doc["fault/fact-1/draws"], doc["fault/fact-2/draws"]
+    assert buggy["verdict"] == "inconclusive" and "errors" in buggy["flags"]
+    assert sibling_["verdict"] == sibling_["expect"] and "errors" not in sibling_["flags"]
+    con = sqlite3.connect(db)
+    errs = con.execute("SELECT claim_id, config_index, error FROM shards").fetchall()
+    con.close()
+    assert len(errs) == 2 * 3 * 4  # both claims' 3 configurations x 4 shards stored, the buggy ones included
+    assert {(c, j) for c, j, e in errs if e} == {("fault/fact-1/draws", 1)}  # config k = 1 of the buggy claim
+
+    still = _cli("run", str(claims_dir), "--db", str(db), "--resume", "-q", cwd=tmp_path)
+    assert still.returncode == 70  # not fixed yet: the same shards fail again, nothing else is redrawn
+
+    fixed.write_text("")
+    second = _cli("run", str(claims_dir), "--db", str(db), "--json", str(out), "--resume", "-q", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    doc = {c["id"]: c for c in json.loads(out.read_text())["claims"]}
+    assert "errors" not in doc["fault/fact-1/draws"]["flags"]
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1  # the same run, completed in place
+    rows = con.execute("SELECT config_index, shard_index, value FROM shards WHERE claim_id=?",
+                       ("fault/fact-1/draws",)).fetchall()
+    con.close()
+    resumed = {(a, b): np.frombuffer(v, dtype="<f8").tolist() for a, b, v in rows}
+    assert len(resumed) == 12
+    reference = _reference(clean_dir, tmp_path / "clean.db")
+    assert resumed == reference  # the redrawn shards are exactly those of a run without the bug

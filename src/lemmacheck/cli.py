@@ -194,7 +194,31 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
         if not a.quiet:
             _err(f"report written to {a.report}/index.html")
     bad = [r for r in results if not r.ok]
+    if _report_bugs(results, a):
+        return 70  # EX_SOFTWARE: the run finished, but an estimator raised what it should not
     return 1 if bad or errors else 0
+
+
+def _report_bugs(results, a: argparse.Namespace) -> int:
+    """Name every configuration whose shards raised an unexpected exception (stderr), with one traceback per
+    distinct bug; the number of such configurations."""
+    from .shards import BUG_MARK, is_bug
+
+    hits = [(r.claim.id, c.params, e) for r in results for c in r.configs for e in c.errors[:1] if is_bug(e)]
+    if not hits:
+        return 0
+    _err(f"\nestimator bugs: {len(hits)} configuration(s) raised an unexpected exception (recorded as their "
+         "error; those claims read inconclusive):")
+    shown: set[str] = set()
+    for cid, params, e in hits:
+        head, _, tb = e.partition("\n")
+        _err(f"  {cid} at {json.dumps(params, sort_keys=True)}: {head.partition(BUG_MARK)[2]}")
+        if head.partition(BUG_MARK)[2] not in shown:
+            shown.add(head.partition(BUG_MARK)[2])
+            _err("    " + tb.rstrip().replace("\n", "\n    "))
+    _err("fix the estimator, then rerun the same command with --resume: only those shards are drawn again "
+         "(same seeds); the run exits 70 until then")
+    return len(hits)
 
 
 def _repro_params(claim, text: str) -> dict[str, float]:

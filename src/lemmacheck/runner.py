@@ -322,7 +322,13 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         if run_id is not None:
             _update_run(store, run_id, claims, set(rerun))
     elif resume:
+        # an unfinished run goes on; a finished one whose shards recorded errors (an estimator bug, since fixed)
+        # redraws exactly those shards, from the same seeds
         run_id = store.find_resumable(seed, profile, paths)
+        if run_id is None:
+            run_id = store.find_with_errors(seed, profile, paths)
+        if run_id is not None:
+            store.forget_error_shards(run_id)
     if run_id is None:
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
     # Every shard of a fixed-size configuration goes into the first wave; an early-stopping configuration

@@ -15,12 +15,14 @@ import json
 import math
 import os
 import time
+import traceback
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .boundary import to_numpy
 from .claims import Claim, Param, claim_from_snapshot, edges
 from .context import DTYPES, Context
 from .errors import EstimatorError
@@ -135,6 +137,18 @@ def explore_configs(claim: Claim, count: int, seed: int) -> list[dict[str, float
     return out[:count]
 
 
+# What an estimator raises on purpose, or what a configuration it cannot handle gives (a degenerate draw, a size
+# it refuses): recorded as the configuration's error. Every other exception is a bug in the estimator: recorded
+# with BUG_MARK and its traceback, and `lemmacheck run` exits 70 at the end naming it (`is_bug`).
+EXPECTED_ERRORS = (EstimatorError, ValueError, RuntimeError, KeyError, ArithmeticError)
+BUG_MARK = "estimator bug: "
+
+
+def is_bug(error: str | None) -> bool:
+    """Whether a recorded shard error is an unexpected exception (a bug to fix, then `run --resume`)."""
+    return bool(error) and BUG_MARK in error
+
+
 def current_device() -> str:
     """The device shards run on: $LEMMACHECK_DEVICE (set by `lemmacheck run/repro --device`), else cpu."""
     return os.environ.get("LEMMACHECK_DEVICE", "cpu")
@@ -159,17 +173,21 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
     try:
         with torch.device(device):
             obs = QUANTITIES.get(chk.quantity).obj(ctx)
-        value = obs.value.detach().to("cpu", torch.float64).numpy().reshape(-1)
+        value = to_numpy(obs.value, torch.float64).reshape(-1)
         if value.shape != (task.replicates,):
             raise EstimatorError(f"quantity '{chk.quantity}' returned {tuple(obs.value.shape)} values, "
                                  f"expected ({task.replicates},)")
         valid = (np.ones(task.replicates, bool) if obs.valid is None
-                 else obs.valid.detach().cpu().numpy().reshape(-1).astype(bool))
-        extras = {k: v.detach().to("cpu", torch.float64).numpy().reshape(-1).tolist() for k, v in obs.extras.items()}
+                 else to_numpy(obs.valid).reshape(-1).astype(bool))
+        extras = {k: to_numpy(v, torch.float64).reshape(-1).tolist() for k, v in obs.extras.items()}
         return ShardRecord(task.claim_id, task.config_index, task.shard_index, value, valid, extras, obs.method,
                            chk.dtype, time.perf_counter() - t0)
-    except (EstimatorError, ValueError, RuntimeError, KeyError, ArithmeticError) as exc:
-        msg = f"{claim.source}: quantity '{chk.quantity}' at {task.params}: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001  (a shard never sinks the run: its error is recorded, the run goes on)
+        msg = f"{claim.source}: quantity '{chk.quantity}' at {task.params}: "
+        if isinstance(exc, EXPECTED_ERRORS):
+            msg += f"{type(exc).__name__}: {exc}"
+        else:  # anything else is a bug in the estimator: keep where it happened, so the report can name it
+            msg += f"{BUG_MARK}{type(exc).__name__}: {exc}\n" + "".join(traceback.format_exception(exc)[-12:])
         return ShardRecord(task.claim_id, task.config_index, task.shard_index, np.full(task.replicates, np.nan),
                            np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg)
     finally:

@@ -199,6 +199,26 @@ class Store:
                               "ORDER BY run_id DESC LIMIT 1", (seed, profile, json.dumps(paths))).fetchone()
         return None if row is None else int(row[0])
 
+    def find_with_errors(self, seed: int, profile: str, paths: list[str]) -> int | None:
+        """The newest finished run with this seed, profile and paths if it has shards that recorded an error (what
+        `run --resume` redoes after a fix), else None."""
+        latest = self.find_latest(seed, profile, paths)
+        if latest is None or not self.error_shards(latest):
+            return None
+        return latest
+
+    def error_shards(self, run_id: int) -> int:
+        return int(self.db.execute("SELECT count(*) FROM shards WHERE run_id=? AND error IS NOT NULL",
+                                   (run_id,)).fetchone()[0])
+
+    def forget_error_shards(self, run_id: int) -> int:
+        """Drop a run's shards that recorded an error (all at once), so that they are drawn again; their count."""
+        n = self.error_shards(run_id)
+        if n:
+            self._tx([("DELETE FROM shards WHERE run_id=? AND error IS NOT NULL", (run_id,)),
+                      ("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+        return n
+
     def reopen_run(self, run_id: int, note: tuple[str, str] | None = None) -> None:
         """Mark a run unfinished again (`run --update`); `note` (key, text) is added to its recorded versions,
         so the run says which code redrew which claims."""

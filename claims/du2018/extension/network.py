@@ -383,7 +383,8 @@ def sample_init(gen: torch.Generator, net: DuNet, X: torch.Tensor) -> InitSample
 def _psd_factor(G: torch.Tensor) -> torch.Tensor:
     """A with A Aᵀ = G (eigen-decomposition: tolerant of the rank deficiency of patch Gram matrices)."""
     evals, evecs = torch.linalg.eigh(0.5 * (G + G.transpose(-1, -2)))
-    return evecs * evals.clamp_min(0).sqrt().unsqueeze(-2)
+    # the symmetric root: unique, so the draws do not depend on LAPACK's eigenvector signs or degenerate bases
+    return (evecs * evals.clamp_min(0).sqrt().unsqueeze(-2)) @ evecs.transpose(-1, -2)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -621,3 +622,63 @@ def _factored_frobenius(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """‖A Bᵀ‖_F = √(Σ (AᵀA) ∘ (BᵀB)) per replicate (the Hadamard product of two PSD Grams sums to ≥ 0)."""
     sq = ((A.transpose(1, 2) @ A) * (B.transpose(1, 2) @ B)).sum(dim=(1, 2))
     return sq.clamp(min=0).sqrt()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The FC net and the ResNet as a lemmacheck.protocol.Network, so the generic quantities run on them
+# ----------------------------------------------------------------------------------------------------------
+
+class ProtocolNet:
+    """The FC net or ResNet (one pixel) through `forward` and `backward` above: x_0 = x, z_h = W^{(h)} x^{(h−1)} (layout
+    "out-in"), patterns = scale_h σ'(z_h) (the derivative of layer h's branch), f = aᵀ x^{(H)} as (R, n, 1). The
+    convolutional ResNet is not one: its gradient is a sum over pixels, not the protocol's rank-one factors."""
+
+    layout = "out-in"
+
+    def __init__(self, net: DuNet, weights: list[torch.Tensor], a: torch.Tensor):
+        if net.kind == "cnn":
+            raise ValueError("the convolutional ResNet does not implement the network protocol (its gradients are "
+                             "sums over pixels)")
+        self.net, self.weights, self.a = net, weights, a
+
+    def _du_forward(self, X: torch.Tensor, weights: list[torch.Tensor] | None) -> Forward:
+        return forward(self.net, self.weights if weights is None else weights, self.a, as_images(X))
+
+    def forward(self, X: torch.Tensor, weights: list[torch.Tensor] | None = None):
+        from lemmacheck.protocol import ForwardPass
+
+        f = self._du_forward(X, weights)
+        patterns = [(self.net.scale(h) * d)[..., 0] for h, d in enumerate(f.dsig, start=1)]
+        return ForwardPass([x[..., 0] for x in f.x], [z[..., 0] for z in f.z], patterns, f.out.unsqueeze(-1))
+
+    def backward(self, fwd, V: torch.Tensor, weights: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """δ_h = V_i ∂u_i/∂z^{(h)}: the scalar output's backward vectors scaled by the output weight V (R, n, 1)."""
+        xs = [x.unsqueeze(-1) for x in fwd.outputs]
+        zs = [z.unsqueeze(-1) for z in fwd.preacts]
+        du = Forward(xs, xs[:-1], zs, [self.net.act.df(z) for z in zs], fwd.out[..., 0])
+        deltas = backward(self.net, self.weights if weights is None else weights, self.a, du)
+        return [V * d[..., 0] for d in deltas]
+
+
+def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
+    """R networks of the claim's setting (du2018-fc or du2018-resnet) at m, H, c_lambda (default 1/2) and
+    args.activation (default softplus), drawn as the setting's estimators draw them; the ResNet's residual scale
+    comes from the datasets X (λ of Assumption 4.1)."""
+    kind = KINDS[ctx.network]
+    if kind == "cnn":
+        from lemmacheck.errors import EstimatorError
+
+        raise EstimatorError(f"{ctx.claim_id}: the convolutional ResNet does not implement the network protocol "
+                             "(its gradients are sums over pixels); use the du2018-* quantities")
+    if X is None and kind != "fc":
+        from lemmacheck.errors import EstimatorError
+
+        raise EstimatorError(f"{ctx.claim_id}: the ResNet's residual scale depends on the datasets: this quantity "
+                             "draws none")
+    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    d = ctx.i("d") if X is None else X.shape[-1]
+    images = None if X is None else as_images(X)
+    dn = DuNet("fc", ctx.i("m"), ctx.i("H"), act) if images is None else \
+        make_net(kind, images, ctx.i("m"), ctx.i("H"), act, float(ctx.p("c_lambda", 0.5)))
+    Ws, a = init(ctx.generator, ctx.replicates, dn, d, ctx.dtype)
+    return ProtocolNet(dn, Ws, a)

@@ -14,6 +14,7 @@ import torch
 from lemmacheck.context import Context, Observation
 from lemmacheck.linalg import (
     BallTracker,
+    canonical_eigh,
     gaussian_spectral_norm,
     low_rank_spectral_norm,
     spectral_norm,
@@ -311,7 +312,9 @@ def _candidate_coefficients(gen: torch.Generator, R: int, n: int, H: torch.Tenso
     rows.append(torch.randn(n_random, n, generator=gen, dtype=torch.float64))
     A = torch.cat(rows).unsqueeze(0).expand(R, -1, -1)
     if H is not None:
-        _, vecs = torch.linalg.eigh(H)
+        # canonical: H is often rank-deficient (a Gram of points in few dimensions), and LAPACK's basis of its null
+        # space differs between machines; the minimum over a then did too
+        _, vecs = canonical_eigh(H)
         A = torch.cat([A, vecs[..., : min(n, 4)].transpose(-1, -2)], 1)
     return A
 
@@ -561,7 +564,7 @@ def _labels(ctx: Context, Ws: list[torch.Tensor], X: torch.Tensor, fwd: net.Forw
     xl = fwd.x[-2]
     S = fwd.mask(len(Ws))
     H = (xl @ xl.transpose(-1, -2)) * (S @ S.transpose(-1, -2))
-    _, vecs = torch.linalg.eigh(H)
+    _, vecs = canonical_eigh(H)  # the sign of an eigenvector is LAPACK's choice; labels must not be
     y = torch.sign(vecs[..., 0])
     return torch.where(y == 0, torch.ones_like(y), y)
 
