@@ -16,13 +16,14 @@ from lemmacheck.registry import QUANTITIES
 
 paper("zou2018")
 paper("guo2024")
+paper("du2018")
 
 ZOU_INPUTS = {"kind": "unit-sphere", "n": "n", "d": "d"}
 GUO_INPUTS = {"kind": "unit-sphere", "n": "n", "d": "p", "separation": "delta"}
 
 
 def ctx(params, network, args=None, search="none", seed=0, R=5):
-    spec = ZOU_INPUTS if network == "zou2018" else GUO_INPUTS
+    spec = GUO_INPUTS if network == "guo2024" else ZOU_INPUTS
     return Context("test", dict(params), R, torch.Generator().manual_seed(seed), args=args or {},
                    inputs_spec=dict(spec), search=search, network=network)
 
@@ -97,6 +98,31 @@ def test_guo_sample_gradient_norm(params):
     mode = "random" if params["d"] > 1 else "sup"
     a, b = same("guo2024-sample-gradient-norm", "generic-sample-gradient-norm", params, "guo2024", {"v": mode})
     assert torch.allclose(a, b ** 2, rtol=1e-12, atol=0)
+
+
+DU = [{"m": 16, "H": 1, "n": 3, "d": 5}, {"m": 12, "H": 3, "n": 4, "d": 6, "c_lambda": 0.3}]
+DU_NETS = ["du2018-fc", "du2018-resnet"]
+
+
+@pytest.mark.parametrize("params", DU)
+@pytest.mark.parametrize("network", DU_NETS)
+def test_du_layer_norm_and_gradient_norm(params, network):
+    """Lemmas A.1/B.1's max_{h,i} ||x_i^(h)|| (exact) and max_h ||dL/dW^(h)||_F of the squared loss (dense einsum in
+    the paper's estimator, n x n Grams in the generic one: 1e-12 relative)."""
+    a, b = same("du2018-max-layer-norm", "generic-layer-output-norm", params, network, {"sampler": "full"})
+    assert torch.equal(a, b)
+    a, b = same("du2018-gradient-norm", "generic-loss-gradient-norm", params, network)
+    assert torch.allclose(a, b, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("params", DU)
+@pytest.mark.parametrize("network", DU_NETS)
+def test_du_last_layer_gram(params, network):
+    """λ_min(G^(H)(0)) of Lemmas A.2/B.2 (the paper's estimator reports it in extras) is the generic NTK's last
+    layer."""
+    obs = QUANTITIES.get("du2018-gram-least-eigenvalue-ratio").obj(ctx(params, network, {"sampler": "full"}))
+    b = value("generic-ntk-lambda-min", ctx(params, network, {"layer": "last"}))
+    assert torch.allclose(obs.extras["lambda_min_G"], b, rtol=1e-10, atol=1e-15)
 
 
 def test_generic_quantities_differ_across_seeds_and_settings():

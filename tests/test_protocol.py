@@ -31,6 +31,7 @@ from lemmacheck.registry import QUANTITIES
 
 zou = paper("zou2018").network
 guo = paper("guo2024").network
+du = paper("du2018").network
 
 TOL = 1e-11
 
@@ -60,11 +61,19 @@ def guo_net(seed=0, R=3, p=5, m=6, d=2, L=3, alpha=0.2):
     return guo.ProtocolNet(A, Ws, B, alpha)
 
 
+def du_net(kind="du2018-resnet", seed=0, R=3, m=6, H=3):
+    """Du et al.'s FC net or ResNet through its setting's builder, for the datasets of `inputs()`."""
+    ctx = Context("t", {"m": float(m), "H": float(H)}, R, torch.Generator().manual_seed(seed), network=kind)
+    return du.protocol_network(ctx, inputs())
+
+
 NETS = {
     "feedforward-tanh": lambda: feedforward(act="tanh"),
     "feedforward-relu-scalar": lambda: feedforward(act="relu", k=1, input_map=False),
     "zou2018": zou_net,
     "guo2024": guo_net,
+    "du2018-fc": lambda: du_net("du2018-fc"),
+    "du2018-resnet": du_net,
 }
 
 
@@ -119,7 +128,7 @@ def test_gradient_factors_equal_autograd(name):
 
 
 @pytest.mark.parametrize("loss", ["square", "logistic"])
-@pytest.mark.parametrize("name", ["feedforward-relu-scalar", "zou2018", "guo2024"])
+@pytest.mark.parametrize("name", ["feedforward-relu-scalar", "zou2018", "guo2024", "du2018-resnet"])
 def test_loss_gradients_equal_autograd(name, loss):
     net = NETS[name]()
     X = inputs()
@@ -147,7 +156,7 @@ def test_zou_logistic_gradient_equals_the_papers_closed_form():
         assert close(G, Z, 1e-13)
 
 
-@pytest.mark.parametrize("name", ["feedforward-tanh", "zou2018", "guo2024"])
+@pytest.mark.parametrize("name", ["feedforward-tanh", "zou2018", "guo2024", "du2018-resnet"])
 def test_ntk_gram_equals_the_jacobian_gram(name):
     """K_l[(i,a),(j,b)] = ⟨∂f_a(x_i)/∂W_l, ∂f_b(x_j)/∂W_l⟩ from an explicit autograd Jacobian, replicate 0."""
     net = NETS[name]()
@@ -204,3 +213,9 @@ def test_unknown_argument_value_is_named():
                   network="zou2018")
     with pytest.raises(EstimatorError, match=r"args.norm = 'nuclear': one of frobenius, spectral"):
         QUANTITIES.get("generic-loss-gradient-norm").obj(ctx)
+
+
+def test_du_convolutional_resnet_is_refused_by_name():
+    ctx = Context("demo/cnn", {"m": 4.0, "H": 2.0}, 2, torch.Generator().manual_seed(0), network="du2018-cnn-resnet")
+    with pytest.raises(EstimatorError, match="convolutional ResNet does not implement the network protocol"):
+        du.protocol_network(ctx, inputs())

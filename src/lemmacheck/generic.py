@@ -5,11 +5,13 @@ series remainder) that a paper states along the way; its quantities explore the 
 boundary-seeking draws.
 
 The `generic-*` quantities work on any setting whose module provides a protocol network
-(`lemmacheck.protocol.Network`): a function `protocol_network(ctx) -> Network` in the module that registered the
-setting (or `NETWORKS.register(..., protocol=builder)`), which draws the R networks of one shard from
-`ctx.generator` at the claim's parameters. Each quantity draws the claim's inputs first (`ctx.inputs()`), then the
-networks, except the weight norms, which draw no inputs. They are the same computations as a paper's own
-estimator wherever the paper's quantity is one of them (tests/test_generic_quantities.py checks the shipped papers).
+(`lemmacheck.protocol.Network`): a function `protocol_network(ctx, X)` in the module that registered the setting
+(or `NETWORKS.register(..., protocol=builder)`), which draws the R networks of one shard from `ctx.generator` at the
+claim's parameters; X is the (R, n, d) datasets the quantity has just drawn (None for a quantity that draws none),
+for architectures that depend on the data. Each quantity draws the claim's inputs first (`ctx.inputs()`), then the
+networks, then labels and search draws; the weight norms draw no inputs. They are the same computations as a paper's
+own estimator wherever the paper's quantity is one of them (tests/test_generic_quantities.py checks the shipped
+papers).
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ NETWORKS.register("scalar", "no network: a deterministic scalar or small-vector 
 ANY = ("*",)
 
 
-def network_for(ctx: Context) -> Network:
-    """The claim's setting's protocol network for this shard: `extra["protocol"]` of its registration, else the
-    `protocol_network(ctx)` function of the module (or object) it registered."""
+def network_for(ctx: Context, X: torch.Tensor | None = None) -> Network:
+    """The claim's setting's protocol network for this shard, drawn for the datasets X: `extra["protocol"]` of its
+    registration, else the `protocol_network(ctx, X)` function of the module (or object) it registered."""
     entry = NETWORKS.get(ctx.network)
     builder = entry.extra.get("protocol")
     if builder is None:
@@ -52,8 +54,8 @@ def network_for(ctx: Context) -> Network:
         builder = getattr(owner, "protocol_network", None)
     if builder is None:
         raise EstimatorError(f"{ctx.claim_id}: setting '{ctx.network}' provides no protocol network (its module "
-                             "defines no protocol_network(ctx)), so generic quantities cannot run on it")
-    net = builder(ctx)
+                             "defines no protocol_network(ctx, X)), so generic quantities cannot run on it")
+    net = builder(ctx, X)
     if not isinstance(net, Network):
         raise EstimatorError(f"{ctx.claim_id}: protocol_network of setting '{ctx.network}' returned "
                              f"{type(net).__name__}, which lacks weights, layout, forward or backward")
@@ -89,7 +91,7 @@ def layer_output_norm(ctx: Context) -> Observation:
     layers = _choice(ctx, "layers", "hidden", ("hidden", "all"))
     how = _choice(ctx, "reduce", "max", ("max", "min"))
     X = ctx.inputs()
-    net = network_for(ctx)
+    net = network_for(ctx, X)
     with torch.no_grad():
         fwd = _forward(ctx, net, X)
     xs = fwd.outputs if layers == "all" else fwd.outputs[1:]
@@ -154,8 +156,8 @@ def loss_gradient_norm(ctx: Context) -> Observation:
     norm = _choice(ctx, "norm", "frobenius", ("frobenius", "spectral"))
     layer = _choice(ctx, "layer", "max", ("max", "min", "total"))
     X = ctx.inputs()
+    net = network_for(ctx, X)
     y = ctx.labels(X.shape[1], X)
-    net = network_for(ctx)
     with torch.no_grad():
         value, factors, fwd = loss_gradient_factors(net, X, y, loss)
         check_forward(fwd, X, f"{ctx.claim_id} (setting '{ctx.network}')")
@@ -175,7 +177,7 @@ def loss_gradient_norm(ctx: Context) -> Observation:
 def sample_gradient_norm(ctx: Context) -> Observation:
     how = _choice(ctx, "reduce", "max", ("max", "min"))
     X = ctx.inputs()
-    net = network_for(ctx)
+    net = network_for(ctx, X)
     with torch.no_grad():
         fwd = _forward(ctx, net, X)
         R, n, k = fwd.out.shape
@@ -188,17 +190,20 @@ def sample_gradient_norm(ctx: Context) -> Observation:
 
 @QUANTITIES.register("generic-ntk-lambda-min", "lambda_min of the neural tangent kernel of the trained weights on the "
                      "claim's inputs at initialisation, K[(i,a),(j,b)] = sum_l <df_a(x_i)/dW_l, df_b(x_j)/dW_l> "
-                     "(args.layer 'min': min over l of lambda_min(K_l)); exact eigvalsh; args.scale divides K",
+                     "(args.layer 'min': min over l of lambda_min(K_l); 'last': K_L alone); exact eigvalsh; "
+                     "args.scale divides K",
                      networks=ANY)
 def ntk_lambda_min(ctx: Context) -> Observation:
-    layer = _choice(ctx, "layer", "sum", ("sum", "min"))
+    layer = _choice(ctx, "layer", "sum", ("sum", "min", "last"))
     X = ctx.inputs()
-    net = network_for(ctx)
+    net = network_for(ctx, X)
     with torch.no_grad():
         _forward(ctx, net, X)
         Ks = ntk_gram(net, X)
         if layer == "sum":
             lam = torch.linalg.eigvalsh(sum(Ks))[..., 0]
+        elif layer == "last":
+            lam = torch.linalg.eigvalsh(Ks[-1])[..., 0]
         else:
             lam = torch.stack([torch.linalg.eigvalsh(K)[..., 0] for K in Ks], -1).amin(-1)
     scale = ctx.arg("scale")
@@ -227,7 +232,7 @@ def forward_perturbation(ctx: Context) -> Observation:
     which = _choice(ctx, "which", "outputs", ("outputs", "preacts", "out"))
     radius = ctx.p(str(ctx.arg("radius", "tau")))
     X = ctx.inputs()
-    net = network_for(ctx)
+    net = network_for(ctx, X)
     with torch.no_grad():
         fwd0 = _forward(ctx, net, X)
 
@@ -287,8 +292,8 @@ def gd_trajectory_quantity(ctx: Context) -> Observation:
     if steps < 1:
         raise EstimatorError(f"{ctx.claim_id}: K = {steps}: GD needs at least one step")
     X = ctx.inputs()
+    net = network_for(ctx, X)
     y = ctx.labels(X.shape[1], X)
-    net = network_for(ctx)
     with torch.no_grad():
         _forward(ctx, net, X)
         losses, disp = gd_trajectory(net, X, y, loss, ctx.p("eta"), steps, norm)

@@ -283,8 +283,9 @@ class ProtocolNet:
         return backward_vectors(self.weights if weights is None else weights, self.B, gf, V)[1:]
 
 
-def protocol_network(ctx) -> ProtocolNet:
-    """R networks at the claim's p, m, d (default 1), L and alpha, drawn as the setting's estimators draw them."""
+def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
+    """R networks at the claim's p, m, d (default 1), L and alpha, drawn as the setting's estimators draw them
+    (the architecture does not depend on the datasets X)."""
     A, Ws, B = init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("m"), ctx.i("d", 1), ctx.i("L"), ctx.dtype)
     dev = ctx.device
     return ProtocolNet(A.to(dev), [W.to(dev) for W in Ws], B.to(dev), ctx.p("alpha"))

@@ -230,8 +230,9 @@ class ProtocolNet:
         return [V * b for b in bs]
 
 
-def protocol_network(ctx) -> ProtocolNet:
-    """R networks at the claim's m, L, d (or dm = d/m) and `alternate`, drawn as the setting's estimators draw them."""
+def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
+    """R networks at the claim's m, L, d (or dm = d/m) and `alternate`, drawn as the setting's estimators draw them
+    (the architecture does not depend on the datasets X)."""
     d = ctx.i("d") if "d" in ctx.params else round(ctx.p("dm") * ctx.p("m"))
     dims = widths(d, ctx.i("m"), ctx.i("L"), bool(ctx.i("alternate", 0)))
     return ProtocolNet([W.to(ctx.device) for W in init(ctx.generator, ctx.replicates, dims, ctx.dtype)])
