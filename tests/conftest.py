@@ -70,3 +70,10 @@ def _one_blas_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_addoption(parser):
+    # tests/test_benchmarks.py: the "lemmacheck (cuda)" rows run where CUDA exists (auto), or never (cpu); on a
+    # machine without CUDA they are skipped with the reason either way.
+    parser.addoption("--bench-device", choices=("auto", "cpu", "cuda"), default="auto",
+                     help="benchmarks: also time each device-capable estimator on CUDA (auto: where available)")

@@ -94,12 +94,17 @@ def _table() -> str:
     for group, impls in RESULTS.items():
         if group == "gemm":
             continue
-        base = impls.get("straightforward", {}).get("s_per_rep")
         for impl, rec in impls.items():
-            ratio = base / rec["s_per_rep"] if base and impl != "straightforward" else float("nan")
+            # "lemmacheck (cuda)" against "straightforward"; "lemmacheck repro (CPU s)" against "straightforward
+            # (CPU s)"; a "cuda" row also against its own implementation on the CPU (the GPU/CPU ratio, below)
+            unit = impl[impl.rindex(" ("):] if impl.endswith(" s)") else ""
+            base = impls.get("straightforward" + unit, {}).get("s_per_rep")
+            ratio = base / rec["s_per_rep"] if base and not impl.startswith("straightforward") else float("nan")
             gf = rec.get("gflops", float("nan"))
+            cpu = impls.get(impl.removesuffix(" (cuda)"), {}).get("s_per_rep") if impl.endswith(" (cuda)") else None
+            gpu = f"  GPU/CPU {cpu / rec['s_per_rep']:.1f}x" if cpu else ""
             lines.append(f"{group[:58]:58s} {impl[:30]:30s} {rec['s_per_rep']:12.4g} {ratio:8.1f} {gf:8.2f} "
-                         f"{gf / gemm:8.0%}")
+                         f"{gf / gemm:8.0%}{gpu}")
     return "\n".join(lines)
 
 
@@ -142,14 +147,35 @@ def _record(group: str, impl: str, rec: dict[str, float]) -> None:
                 "LEMMACHECK_BENCH_APPEND") else _table() + "\n")
 
 
-def _ctx(params, R, seed, inputs=None, args=None, search="none"):
+def _ctx(params, R, seed, inputs=None, args=None, search="none", device="cpu"):
     spec = {"kind": "unit-sphere", "n": "n", "d": "d"} if inputs is None else inputs
-    return Context("bench", {k: float(v) for k, v in params.items()}, R, torch.Generator().manual_seed(seed),
-                   args=args or {}, inputs_spec=spec, search=search)
+    return Context("bench", {k: float(v) for k, v in params.items()}, R, torch.Generator(device).manual_seed(seed),
+                   device=torch.device(device), args=args or {}, inputs_spec=spec, search=search)
 
 
-def _estimator(name, params, R, seed, **kw):
-    return lambda: QUANTITIES.get(name).obj(_ctx(params, R, seed, **kw)).value
+def _estimator(name, params, R, seed, device="cpu", **kw):
+    """The registered estimator as a shard runs it: on a GPU its generator and factory calls are on the device
+    (shards.execute_shard), and the clock stops once the device is done."""
+    def run():
+        with torch.device(device):
+            value = QUANTITIES.get(name).obj(_ctx(params, R, seed, device=device, **kw)).value
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return value.cpu()
+    return run
+
+
+def _device_of(impl: str, config: pytest.Config) -> str:
+    """"cpu", or "cuda" for a "lemmacheck (cuda)" row: run where CUDA exists (unless --bench-device cpu), skipped
+    with the reason elsewhere."""
+    if not impl.endswith("(cuda)"):
+        return "cpu"
+    if config.getoption("bench_device", "auto") == "cpu":  # tests/conftest.py declares --bench-device
+        pytest.skip("--bench-device cpu: GPU rows not asked for")
+    if not torch.cuda.is_available():
+        pytest.skip(f"no CUDA device here (torch {torch.__version__}, CUDA not available): the GPU/CPU ratio "
+                    "needs a GPU")
+    return "cuda"
 
 
 def _unit(R, n, d, seed):
@@ -158,6 +184,8 @@ def _unit(R, n, d, seed):
 
 
 IMPLS = ["straightforward", "lemmacheck"]
+# the estimators a shard runs on the device: each also as "lemmacheck (cuda)", with its GPU/CPU ratio in the table
+DEVICE_IMPLS = [*IMPLS, "lemmacheck (cuda)"]
 
 
 @pytest.mark.benchmark(group="gemm")
@@ -170,8 +198,9 @@ def test_bench_gemm_throughput(benchmark, S):
 
 
 @pytest.mark.benchmark(group="forward norms at init (zou2018 Thm 5.1 (i))")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_forward_norms_at_init(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_forward_norms_at_init(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["forward"]
     dims = net.widths(c["d"], c["m"], c["L"])
     params = {"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"]}
@@ -181,7 +210,7 @@ def test_bench_forward_norms_at_init(benchmark, S, impl):
         out = _run(benchmark, group, impl, lambda: loop_max_layer_output_norm(torch.Generator().manual_seed(1), X,
                                                                               dims), c["base_R"])
     else:
-        out = _run(benchmark, group, impl, _estimator("max-layer-output-norm", params, c["R"], 1), c["R"],
+        out = _run(benchmark, group, impl, _estimator("max-layer-output-norm", params, c["R"], 1, device=device), c["R"],
                    rounds=3, count_flops=True)
     # Same law, different draws: under He init E||x_l||² = ||x_0||² = 1, and the max over n inputs and L
     # layers sits a little above 1.
@@ -212,9 +241,82 @@ def test_bench_forward_norms_whole_process(benchmark, S):
     assert "zou2018/theorem-5.1-i/layer-output-norm" in done.stdout
 
 
+# The straightforward Monte-Carlo of the forward-at-init claim as a process of its own: torch alone, one network
+# at a time, full weight matrices (references.loop_max_layer_output_norm written out, so that its start-up is
+# `import torch` and nothing of lemmacheck). Prints the per-network maxima as JSON.
+STRAIGHTFORWARD_FORWARD = """
+import itertools, json, sys
+import torch
+torch.set_num_threads(1)
+m, L, n, d, R, seed = map(int, sys.argv[1:7])
+gen = torch.Generator().manual_seed(seed)
+X = torch.nn.functional.normalize(torch.randn(R, n, d, generator=gen, dtype=torch.float64), dim=-1)
+dims = [d] + [m] * L
+out = []
+for r in range(R):
+    h, best = X[r], 0.0
+    for a, b in itertools.pairwise(dims):
+        h = torch.relu(h @ (torch.randn(a, b, generator=gen, dtype=torch.float64) * (2.0 / b) ** 0.5))
+        best = max(best, float(h.norm(dim=-1).max()))
+    out.append(best)
+print(json.dumps(out))
+"""
+
+
+def _timed_process(cmd: list[str], cwd: str) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds, result) of one child process."""
+    cpu0, t0 = _children_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    return time.perf_counter() - t0, _children_cpu() - cpu0, done
+
+
+@pytest.mark.benchmark(group="forward at init, whole processes (zou2018 Thm 5.1 (i))")
+def test_bench_forward_side_by_side_whole_processes(benchmark, S):
+    """The side-by-side a user sees: a straightforward torch loop over the networks as one process against a
+    `lemmacheck repro` process for the same configuration (start-up, claim lookup, verdict included), run
+    alternately (LEMMACHECK_BENCH_ROUNDS pairs, default 2 at the issue's sizes) on a noisy machine; the minimum of
+    each side's wall and CPU seconds is recorded (per network). The repro's seed and the loop's differ: the same
+    law, other draws."""
+    c = S["forward"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    params = json.dumps({"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"], "phi": 0.01, "delta": 0.1,
+                         "alternate": 0})
+    repro = [sys.executable, "-m", "lemmacheck.cli", "repro", "zou2018/theorem-5.1-i/layer-output-norm", "--params",
+             params, "--seed", "1", "--replicates", str(c["R"]), "--shard-size", str(c["R"]), "--claims", "claims"]
+    loop = [sys.executable, "-c", STRAIGHTFORWARD_FORWARD, *map(str, (c["m"], c["L"], c["n"], c["d"], c["R"], 1))]
+    rounds = int(os.environ.get("LEMMACHECK_BENCH_ROUNDS", "1" if benchmark.disabled else "2"))
+    times: dict[str, list[tuple[float, float]]] = {"loop": [], "repro": []}
+    outs: dict[str, subprocess.CompletedProcess] = {}
+
+    def alternate():
+        for _ in range(rounds):
+            for name, cmd in (("loop", loop), ("repro", repro)):
+                wall, cpu, outs[name] = _timed_process(cmd, root)
+                times[name].append((wall, cpu))
+    benchmark.pedantic(alternate, rounds=1, iterations=1, warmup_rounds=0)
+    group = "forward at init, whole processes (zou2018 Thm 5.1 (i))"
+    for name, label in (("loop", "straightforward"), ("repro", "lemmacheck repro")):
+        _record(group, f"{label} (wall s)", {"s_per_rep": min(w for w, _ in times[name]) / c["R"]})
+    for name, label in (("loop", "straightforward"), ("repro", "lemmacheck repro")):
+        _record(group, f"{label} (CPU s)", {"s_per_rep": min(u for _, u in times[name]) / c["R"]})
+    assert outs["loop"].returncode == 0, outs["loop"].stderr
+    assert outs["repro"].returncode == 0, outs["repro"].stderr
+    assert "zou2018/theorem-5.1-i/layer-output-norm" in outs["repro"].stdout
+    maxima = torch.tensor(json.loads(outs["loop"].stdout), dtype=torch.float64)
+    # the process computes what the oracle computes (same generator stream, same order of draws)
+    if benchmark.disabled:
+        gen = torch.Generator().manual_seed(1)
+        X = torch.nn.functional.normalize(torch.randn(c["R"], c["n"], c["d"], generator=gen, dtype=torch.float64),
+                                          dim=-1)
+        ref = loop_max_layer_output_norm(gen, X, [c["d"]] + [c["m"]] * c["L"])
+        torch.testing.assert_close(maxima, ref, rtol=1e-12, atol=0)
+    assert bool(((maxima > 0.8) & (maxima < 1.5 + 2 / c["m"] ** 0.25)).all())
+
+
 @pytest.mark.benchmark(group="weight spectral norms at init (zou2018 Thm 5.1 (i))")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_weight_spectral_norms(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_weight_spectral_norms(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["spectral"]
     group = "weight spectral norms at init (zou2018 Thm 5.1 (i))"
     if impl == "straightforward":
@@ -224,15 +326,16 @@ def test_bench_weight_spectral_norms(benchmark, S, impl):
                    c["base_R"])
     else:
         params = {"m": c["m"], "L": c["L"], "n": 1, "d": c["m"]}
-        out = _run(benchmark, group, impl, _estimator("max-weight-spectral-norm", params, c["R"], 2), c["R"],
+        out = _run(benchmark, group, impl, _estimator("max-weight-spectral-norm", params, c["R"], 2, device=device), c["R"],
                    rounds=3)
     # square m×m with N(0, 2/m) entries: ||W|| -> 2 sqrt(2) (Bai-Yin), max over L layers a little above it
     assert bool(((out > 2.5) & (out < 3.4)).all())
 
 
 @pytest.mark.benchmark(group="forward perturbation, adversarial search (zou2018 Lemma B.2)")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_forward_perturbation_adversarial(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_forward_perturbation_adversarial(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["perturbation"]
     group = "forward perturbation, adversarial search (zou2018 Lemma B.2)"
     tau = 0.5 / c["m"] ** 0.5 * 4
@@ -244,7 +347,7 @@ def test_bench_forward_perturbation_adversarial(benchmark, S, impl):
         out = _run(benchmark, group, impl, lambda: loop_forward_perturbation(torch.Generator().manual_seed(4), Ws,
                                                                              X, tau, c["steps"]), c["base_R"])
     else:
-        out = _run(benchmark, group, impl, _estimator("forward-perturbation", params, c["R"], 3,
+        out = _run(benchmark, group, impl, _estimator("forward-perturbation", params, c["R"], 3, device=device,
                                                       search="adversarial", args={"steps": c["steps"]}),
                    c["R"], count_flops=True)
     # a search's lower estimate of the sup: positive, and below the trivial bound (1 + tau)^L - 1 (times 1.5²)
@@ -276,8 +379,9 @@ def test_bench_ntk_gram_least_eigenvalue(benchmark, S, impl):
 
 
 @pytest.mark.benchmark(group="RNN forward stability at init (allenzhu2018 Lemma B.3)")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_rnn_forward(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_rnn_forward(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["rnn"]
     group = "RNN forward stability at init (allenzhu2018 Lemma B.3)"
     inputs = {"kind": "rnn-sequences", "n": "n", "L": "L", "dx": "dx", "separation": "delta", "tail": "random"}
@@ -295,7 +399,7 @@ def test_bench_rnn_forward(benchmark, S, impl):
         ref = (fwd.h.norm(dim=-1)[:, :, 1:] / (2 * ell + 4)).amax(dim=(-1, -2))
         torch.testing.assert_close(out[:1], ref, rtol=1e-10, atol=0)
     else:
-        out = _run(benchmark, group, impl, _estimator("rnn-forward-norm-ratio", params, c["R"], 7, inputs=inputs,
+        out = _run(benchmark, group, impl, _estimator("rnn-forward-norm-ratio", params, c["R"], 7, inputs=inputs, device=device,
                                                       args={"which": "h-upper"}), c["R"], rounds=3,
                    count_flops=True)
     assert bool(((out > 0) & (out < 1)).all())  # Lemma B.3's upper bound ||h_{l+1}|| <= 2l + 4 holds with room
