@@ -35,11 +35,14 @@ def planted(tmp_path_factory):
     load_extension(PLANTED)
     claims, errors = load_claims([PLANTED])
     assert not errors and len(claims) == 3
-    store = Store(tmp_path_factory.mktemp("db") / "r.db")
+    db = tmp_path_factory.mktemp("db") / "r.db"
+    store = Store(db)
     run_id = run_claims(claims, store, seed=0, paths=[str(PLANTED)])
     results = evaluate(store, run_id, claims)
     store.close()
-    return {r.claim.id.split("/")[-1]: r for r in results}
+    out = {r.claim.id.split("/")[-1]: r for r in results}
+    out["db"] = db
+    return out
 
 
 def _copy(tmp_path: Path, findings: str) -> Path:
@@ -70,11 +73,11 @@ def test_an_exact_obstruction_persists_along_the_path(planted):
 def test_findings_validator_refuses_a_finding_whose_path_fades(planted, tmp_path):
     folder = _copy(tmp_path, GOOD)
     pf = load_findings(folder)
-    assert check_against_results(pf, list(planted.values())) == []  # the shipped triage is consistent
+    assert check_against_results(pf, [r for k, r in planted.items() if k != "db"]) == []  # the shipped triage is consistent
     # the fading claim listed under a finding with regime-path evidence: refused once the run shows it fades
     pf.findings[0] = type(pf.findings[0])(**{**pf.findings[0].__dict__, "evidence": "regime-path",
                                              "claims": ("plantedf/lemma-1/chi2-ratio",)})
-    problems = check_against_results(pf, list(planted.values()))
+    problems = check_against_results(pf, [r for k, r in planted.items() if k != "db"])
     assert problems and "fades" in problems[0]
 
 
@@ -143,13 +146,37 @@ def test_trend_test_false_alarm_rate_on_a_constant_rate():
 
 
 def test_summary_lists_findings_and_leads_separately(planted):
-    text = table(list(planted.values()))
+    text = table([r for k, r in planted.items() if k != "db"])
     assert "printed statements that fail" not in text
     found = text[text.index("Confirmed findings"):text.index("Leads")]
     leads = text[text.index("Leads"):]
     assert "plantedf/duplicate-gram" in found and "plantedf/chi2-ratio" not in found
     assert "plantedf/chi2-ratio" in leads and "finite-width" in leads
     assert "fades" in text[text.index("Regime paths"):]
+
+
+def test_report_lists_findings_and_leads_separately(planted, tmp_path):
+    from lemmacheck.report import build_report
+
+    index = build_report(planted["db"], tmp_path / "site").read_text()
+    assert "printed statements that fail" not in index
+    found = index[index.index("Confirmed findings"):index.index("Leads: violated somewhere")]
+    leads = index[index.index("Leads: violated somewhere"):]
+    assert "plantedf/duplicate-gram" in found and "plantedf/lemma-1/chi2-ratio" not in found
+    assert "plantedf/chi2-ratio" in leads and "finite-width" in leads
+    page = next(p.read_text() for p in (tmp_path / "site" / "claims").glob("*.html")
+                if "<code>plantedf/lemma-1/chi2-ratio</code>" in p.read_text())
+    assert "regime path m = 4, 16, 64, 256" in page and "fades" in page
+
+
+def test_a_deterministic_claims_rate_reads_as_a_search_hit_rate(planted):
+    from dataclasses import replace
+
+    r = planted["duplicate-gram"]
+    assert "hit rate" not in table([r])  # a probability here: the statement is "with probability >= 0.9"
+    chk = replace(r.claim.check, probability="always", prob_expr=None)
+    det = replace(r, claim=replace(r.claim, check=chk))
+    assert "hit rate [" in table([det])
 
 
 def test_findings_json_shape(capsys):

@@ -14,7 +14,7 @@ import sympy
 
 from ..claims import Paper
 from ..stats import DEFAULT_ALPHA
-from ..verdicts import SCALING_ALPHA, family_wise_bound
+from ..verdicts import SCALING_ALPHA, family_wise_bound, trend_text
 from . import plots
 from . import svg as S
 from .assets import CSP, CSS, JS
@@ -767,6 +767,8 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
                       ("search", esc(claim.check.search)),
                       ("dtype", esc(claim.check.dtype)),
                       ("time", fmt_seconds(view.seconds))]
+        if res.regime_path:
+            facts.append(("regime path", esc(trend_text(res.regime_path))))
         if claim.mode == "infeasible":
             facts.append(("why", esc(claim.infeasible)))
         body.append(f'<div class="card"><p>{badge(res.verdict, True)} {exp} '
