@@ -146,6 +146,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     Path(a.db).parent.mkdir(parents=True, exist_ok=True)
     store = Store(a.db)
     try:
+        if a.seeds is not None:
+            return _run_seeds(a, claims, errors, store)
         return _run_into(a, claims, errors, store)
     finally:
         store.close()  # checkpointed now, not whenever it is garbage-collected: `show` picks the newest store by mtime
@@ -175,6 +177,8 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
             executor.shutdown(wait=False)
     results = evaluate(store, run_id, claims)
     doc = run_json(store.run_info(run_id), results)
+    if getattr(a, "collect", None) is not None:  # run --seeds: one seed of several, its document handed back
+        a.collect.append(doc)
     human = sys.stdout
     if a.json == "-":
         print(json.dumps(doc, indent=1))
@@ -197,6 +201,52 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
     if _report_bugs(results, a):
         return 70  # EX_SOFTWARE: the run finished, but an estimator raised what it should not
     return 1 if bad or errors else 0
+
+
+def _run_seeds(a: argparse.Namespace, claims, errors, store) -> int:
+    """`run --seeds K`: K runs at seeds seed, seed+1, ..., each a run of its own in the store (resumable as any),
+    then per claim how many seeds give its expected verdict (table, JSON, report)."""
+    import contextlib
+    import io
+
+    from .replication import agreement, summary, table
+
+    if a.seeds < 1:
+        raise LemmacheckError(f"--seeds {a.seeds}: expected 1 or more")
+    docs: dict[int, dict] = {}
+    codes = []
+    for k, s in enumerate(range(a.seed, a.seed + a.seeds)):
+        sub = argparse.Namespace(**{**vars(a), "seed": s, "json": None, "report": None, "seeds": None,
+                                    "collect": []})
+        with contextlib.redirect_stdout(io.StringIO()):  # one table at the end, not K
+            codes.append(_run_into(sub, claims, errors, store))
+        if not sub.collect:  # interrupted
+            return codes[-1]
+        docs[s] = sub.collect[0]
+        off = sum(1 for c in docs[s]["claims"] if not c["ok"])
+        if not a.quiet:
+            _err(f"seed {s} ({k + 1}/{a.seeds}): {len(docs[s]['claims'])} claims, {off} not as expected")
+    rows = agreement({s: d["claims"] for s, d in docs.items()})
+    human = sys.stdout
+    doc = {"seeds": sorted(docs), "replication": summary(rows), "claims": rows,
+           "runs": [d["run"] for _, d in sorted(docs.items())]}
+    if a.json == "-":
+        print(json.dumps(doc, indent=1))
+        human = sys.stderr
+    elif a.json:
+        tmp = Path(a.json).with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, a.json)
+    print(table(rows), file=human)
+    if a.report:
+        from .report import build_report
+
+        build_report(a.db, a.report)
+        if not a.quiet:
+            _err(f"report written to {a.report}/index.html")
+    if 70 in codes:
+        return 70
+    return 1 if any(codes) else 0
 
 
 def _report_bugs(results, a: argparse.Namespace) -> int:
@@ -499,6 +549,10 @@ def parser() -> argparse.ArgumentParser:
     rn.add_argument("--profile", choices=["quick", "full"], default="quick",
                     help="which [profiles.*] of each claim to run (default: quick)")
     rn.add_argument("--seed", type=int, default=0, help="run seed; configurations derive theirs from it (default: 0)")
+    rn.add_argument("--seeds", type=int, default=None, metavar="K",
+                    help="replicate: run at K seeds (--seed, --seed+1, ...), each its own run in the store, and "
+                    "report per claim how many agree with its expected verdict (table, JSON, report); exit 1 when "
+                    "any seed gives another verdict")
     rn.add_argument("--db", default=DEFAULT_DB, help=f"results store (SQLite; default: {DEFAULT_DB})")
     rn.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE ('-': to stdout, and "
                     "the table to stderr)")

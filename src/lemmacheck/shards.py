@@ -144,6 +144,13 @@ EXPECTED_ERRORS = (EstimatorError, ValueError, RuntimeError, KeyError, Arithmeti
 BUG_MARK = "estimator bug: "
 
 
+def _traceback(exc: BaseException, frames: int = 8) -> str:
+    """The exception's last `frames` frames outside torch's own modules (the estimator's lines, not dispatch)."""
+    tb = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename.replace("\\", "/")]
+    return "Traceback (most recent call last):\n" + "".join(traceback.format_list(tb[-frames:])) + \
+        "".join(traceback.format_exception_only(exc))
+
+
 def is_bug(error: str | None) -> bool:
     """Whether a recorded shard error is an unexpected exception (a bug to fix, then `run --resume`)."""
     return bool(error) and BUG_MARK in error
@@ -187,7 +194,7 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
         if isinstance(exc, EXPECTED_ERRORS):
             msg += f"{type(exc).__name__}: {exc}"
         else:  # anything else is a bug in the estimator: keep where it happened, so the report can name it
-            msg += f"{BUG_MARK}{type(exc).__name__}: {exc}\n" + "".join(traceback.format_exception(exc)[-12:])
+            msg += f"{BUG_MARK}{type(exc).__name__}: {exc}\n" + _traceback(exc)
         return ShardRecord(task.claim_id, task.config_index, task.shard_index, np.full(task.replicates, np.nan),
                            np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg)
     finally:

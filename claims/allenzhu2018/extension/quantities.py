@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lemmacheck.boundary import to_numpy
 from lemmacheck.context import Context, Observation
 from lemmacheck.errors import EstimatorError
 from lemmacheck.expressions import parse
@@ -490,7 +491,7 @@ def tail_bound_ratio(ctx: Context) -> Observation:
     extras: dict[str, torch.Tensor] = {}
     if which in ("A.3-upper", "A.3-lower"):  # chi^2_k with sigma = 1 (the law is scale-free); k from params
         k = ctx.i("k")
-        t = _edges(ctx, _unif(ctx, 1e-3, 1e3, log=True), [1e-3, 1e3]).numpy()
+        t = to_numpy(_edges(ctx, _unif(ctx, 1e-3, 1e3, log=True), [1e-3, 1e3]))
         if which == "A.3-upper":
             lp = stats.chi2.logsf(k + 2 * np.sqrt(k * t) + 2 * t, k)
         else:
@@ -500,12 +501,12 @@ def tail_bound_ratio(ctx: Context) -> Observation:
         extras["t"] = torch.from_numpy(t)
     elif which == "A.4":  # |chi^2_n - n| >= n/b, b >= 1
         n = ctx.i("n")
-        b = _edges(ctx, _unif(ctx, 1.0, 100.0, log=True), [1.0, 100.0]).numpy()
+        b = to_numpy(_edges(ctx, _unif(ctx, 1.0, 100.0, log=True), [1.0, 100.0]))
         lp = np.logaddexp(stats.chi2.logcdf(n - n / b, n), stats.chi2.logsf(n + n / b, n))
         out = np.exp(lp + n / (8 * b ** 2)) / 2  # in log space: both sides underflow at large n
         extras["b"] = torch.from_numpy(b)
     elif which == "A.5-mean":  # E[max(x^2 - log m, 0)] <= 1/sqrt(m), natural log, m log-uniform in [2, 1e9]
-        m = _edges(ctx, _unif(ctx, 2.0, 1e9, log=True), [2.0, 1e9]).numpy()
+        m = to_numpy(_edges(ctx, _unif(ctx, 2.0, 1e9, log=True), [2.0, 1e9]))
         g = np.sqrt(np.log(m))
         # E[(x^2 - g^2)_+] = 2 g phi(g) + 2 (1 - g^2) Phibar(g) (integration by parts; the proof prints
         # (g^2+1) Phibar(g) - g phi(g), which is 1/2 at g = 0 where E[x^2] = 1); cross-checked by quadrature in the tests
@@ -516,18 +517,18 @@ def tail_bound_ratio(ctx: Context) -> Observation:
         extras["m"] = torch.from_numpy(m)
     elif which in ("A.6", "A.7", "A.8"):  # ||phi(x)||, x ~ N(0, I_n): sigma = 1 wlog (scale-free)
         n = ctx.i("n")
-        eps = _edges(ctx, _unif(ctx, 1e-3, 1.0), [1e-3, 1.0]).numpy()
+        eps = to_numpy(_edges(ctx, _unif(ctx, 1e-3, 1.0), [1e-3, 1.0]))
         up = _binom_chi2_sf(n, (1 + eps) ** 2 * n / 2)   # P[||phi|| >= (1+eps) sqrt(n/2)]
         lo = _binom_chi2_cdf(n, (1 - eps) ** 2 * n / 2)  # P[||phi|| <= (1-eps) sqrt(n/2)]
         fail = {"A.6": up, "A.7": lo, "A.8": up + lo}[which]
         out = fail / ((2 if which == "A.8" else 1) * np.exp(-eps ** 2 * n / 100))
         extras["eps"] = torch.from_numpy(eps)
     elif which in ("A.12-one", "A.12-two"):  # t/sigma in (0, 1]; A.12-two: mu/sigma in [-10, 10] (0 with args.mu0)
-        t = _edges(ctx, _unif(ctx, 1e-6, 1.0), [1e-6, 1.0]).numpy()
+        t = to_numpy(_edges(ctx, _unif(ctx, 1e-6, 1.0), [1e-6, 1.0]))
         if which == "A.12-one":
             p, lo, hi = stats.norm.sf(t), 0.5 * (1 - 4 * t / 5), 0.5 * (1 - 2 * t / 3)
         else:
-            mu = np.zeros(R) if ctx.arg("mu0", False) else _edges(ctx, _unif(ctx, -10.0, 10.0), [0.0, 10.0]).numpy()
+            mu = np.zeros(R) if ctx.arg("mu0", False) else to_numpy(_edges(ctx, _unif(ctx, -10.0, 10.0), [0.0, 10.0]))
             p = stats.norm.sf(t - mu) + stats.norm.cdf(-t - mu)
             lo, hi = 1 - 4 * t / 5, 1 - 2 * t / 3
             extras["mu"] = torch.from_numpy(mu)
@@ -535,7 +536,7 @@ def tail_bound_ratio(ctx: Context) -> Observation:
         extras["t"] = torch.from_numpy(t)
     elif which in ("A.13", "A.15"):  # (alpha, c sigma): >= (1-alpha)/2 fraction on each side beyond c alpha sigma
         m = ctx.i("m")
-        alpha = _edges(ctx, _unif(ctx, 1e-4, 0.5 - 1e-9), [1e-4, 0.5 - 1e-9]).numpy()
+        alpha = to_numpy(_edges(ctx, _unif(ctx, 1e-4, 0.5 - 1e-9), [1e-4, 0.5 - 1e-9]))
         c = 5 / 16 if which == "A.13" else 1 / 4
         q = np.ceil((1 - alpha) * m / 2 - 1e-12).astype(int)
         out = np.array([_good_failure(m, float(stats.norm.sf(c * a)), int(qq)) for a, qq in zip(alpha, q)])
@@ -543,8 +544,8 @@ def tail_bound_ratio(ctx: Context) -> Observation:
         extras["alpha"] = torch.from_numpy(alpha)
     elif which.startswith("A.18"):  # f = mean of N iid Bernoulli(p): c_i = 1/N, sum c_i^2 = 1/N; exact binomial
         N = ctx.i("N")
-        p = _unif(ctx, 0.05, 0.95).numpy()
-        t = _unif(ctx, 1.0 / N, 1.0).numpy()
+        p = to_numpy(_unif(ctx, 0.05, 0.95))
+        t = to_numpy(_unif(ctx, 1.0 / N, 1.0))
         lup = stats.binom.logsf(np.ceil(N * (p + t) - 1e-9) - 1, N, p)   # log P[f - Ef >= t]
         llo = stats.binom.logcdf(np.floor(N * (p - t) + 1e-9), N, p)     # log P[f - Ef <= -t]
         e = 2 * t ** 2 * N  # 2 t^2 / sum c_i^2; ratios in log space (exp(-e) underflows at large N)
@@ -616,8 +617,9 @@ def _ks_stat(x: torch.Tensor, cdf) -> torch.Tensor:
     ties counted properly (F may have atoms, e.g. the point mass at 0 of Fact A.11; the test is then conservative)."""
     xs, _ = x.sort(dim=-1)
     N = x.shape[-1]
-    F = torch.as_tensor(cdf(xs.numpy()), dtype=torch.float64)
-    F_left = torch.as_tensor(cdf(np.nextafter(xs.numpy(), -np.inf)), dtype=torch.float64)
+    xs_np = to_numpy(xs)
+    F = torch.as_tensor(cdf(xs_np), dtype=torch.float64, device=xs.device)
+    F_left = torch.as_tensor(cdf(np.nextafter(xs_np, -np.inf)), dtype=torch.float64, device=xs.device)
     right = torch.searchsorted(xs, xs, right=True).to(torch.float64) / N  # F_N(x_i)
     left = torch.searchsorted(xs, xs, right=False).to(torch.float64) / N  # F_N(x_i-)
     d = torch.maximum((right - F).abs(), (left - F_left).abs())
@@ -684,9 +686,9 @@ def decomposition(ctx: Context) -> Observation:
     elif part == "e4c":
         sd = theta * s
         thr = theta / (2 * math.sqrt(m))
-        up = stats.norm.sf(((thr + c * g1) / sd).numpy())     # P[u_k >= thr | g1]
-        dn = stats.norm.cdf(((-thr + c * g1) / sd).numpy())   # P[u_k <= -thr | g1]
-        val = torch.from_numpy(np.minimum(up, dn).min(-1))
+        up = stats.norm.sf(to_numpy((thr + c * g1) / sd))     # P[u_k >= thr | g1]
+        dn = stats.norm.cdf(to_numpy((-thr + c * g1) / sd))   # P[u_k <= -thr | g1]
+        val = torch.from_numpy(np.minimum(up, dn).min(-1)).to(g1.device)
     elif part == "e4d":
         rho = _expr_arg(ctx, "rho", "n * L * d * log(m)")
         val = u.abs().amax(-1) * 2 * math.sqrt(m) / (3 * theta * rho)

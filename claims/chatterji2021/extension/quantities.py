@@ -19,6 +19,7 @@ import math
 import torch
 
 from lemmacheck import linalg
+from lemmacheck.boundary import to_numpy
 from lemmacheck.context import Context, Observation
 from lemmacheck.errors import EstimatorError
 from lemmacheck.kernels import Activation
@@ -632,11 +633,12 @@ def _log_chi2_sf(x: torch.Tensor, m: int) -> torch.Tensor:
     """log P[chi^2_m >= x]: scipy where representable, mpmath (50 digits) where the tail is below float64's range."""
     import mpmath
     from scipy.stats import chi2
-    out = torch.from_numpy(chi2.logsf(x.numpy(), m))
+    xn = to_numpy(x)
+    out = torch.from_numpy(chi2.logsf(xn, m))
     for i in torch.nonzero(~torch.isfinite(out)).flatten().tolist():
         with mpmath.workdps(50):
-            out[i] = float(mpmath.log(mpmath.gammainc(m / 2, float(x[i]) / 2, mpmath.inf, regularized=True)))
-    return out
+            out[i] = float(mpmath.log(mpmath.gammainc(m / 2, float(xn[i]) / 2, mpmath.inf, regularized=True)))
+    return out.to(x.device)
 
 
 @QUANTITIES.register("chatterji2021-concentration-constant", "Lemmas F.5-F.7: the implied constant of the tail bound "
@@ -656,15 +658,15 @@ def concentration_constant(ctx: Context) -> Observation:
         val = (math.log(2) - logP) * (m / math.log(2)) / eta ** 2  # ||Rademacher||_psi2^2 = 1/log 2
     elif part == "f5-gaussian":
         eta = _log_uniform(ctx, lo * math.sqrt(m), hi * math.sqrt(m), R)
-        logP = torch.from_numpy(math.log(2) + norm.logsf(eta.numpy() / math.sqrt(m)))
+        logP = torch.from_numpy(math.log(2) + norm.logsf(to_numpy(eta) / math.sqrt(m))).to(eta.device)
         val = (math.log(2) - logP) * (8 * m / 3) / eta ** 2  # ||N(0,1)||_psi2^2 = 8/3
     elif part == "f6":
         K = _psi1_chi2_minus_one()
         eta = _log_uniform(ctx, lo * math.sqrt(m), hi * m, R)
-        e = eta.numpy()
-        up = _log_chi2_sf(m + eta, m).numpy()
+        e = to_numpy(eta)
+        up = to_numpy(_log_chi2_sf(m + eta, m))
         low = np.where(m - e > 0, chi2.logcdf(np.maximum(m - e, 1e-300), m), -np.inf)
-        logP = torch.from_numpy(np.logaddexp(up, low))
+        logP = torch.from_numpy(np.logaddexp(up, low)).to(eta.device)
         val = (math.log(2) - logP) / torch.minimum(eta ** 2 / (m * K * K), eta / K)
     elif part in ("f7", "f7-half"):
         eta = _log_uniform(ctx, lo, hi, R)
