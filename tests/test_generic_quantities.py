@@ -6,6 +6,8 @@ eigensolver) they agree to 1e-12 relative. Deterministic: fixed seeds, no false-
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from plugins import paper
@@ -133,3 +135,20 @@ def test_generic_quantities_differ_across_seeds_and_settings():
     c = value("generic-layer-output-norm", ctx(dict(p, L=1), "zou2018", seed=0))
     assert not torch.equal(a, b) and not torch.equal(a, c)
     assert bool((a > 0.5).all() and (a < 3).all())  # ||x_{l,i}|| ≈ 1 under He init
+
+
+def test_list_shows_generic_and_paper_quantities():
+    """`lemmacheck list --quantities` (a fresh interpreter: nothing registered beforehand) lists the engine's generic
+    quantities, for any setting, beside the papers' own."""
+    import json
+    import subprocess
+    import sys
+
+    claims = Path(__file__).resolve().parents[1] / "claims"
+    code = "import sys; from lemmacheck.cli import main; sys.exit(main(sys.argv[1:]))"
+    res = subprocess.run([sys.executable, "-c", code, "list", "--quantities", "--json", str(claims / "zou2018")],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr
+    listed = {q["name"]: q["networks"] for q in json.loads(res.stdout)}
+    assert listed["generic-layer-output-norm"] == ["*"]
+    assert "zou2018" in listed["max-layer-output-norm"]

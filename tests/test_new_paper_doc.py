@@ -7,6 +7,7 @@ two copies of the example extension never meet in one registry). Deterministic: 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,8 @@ TEXT = DOC.read_text()
 SNIPPET = re.compile(r"^```(\w+) file=(\S+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 ROW = re.compile(r"^\| `(mypaper/[^`]+)` \| (holds|violated|inconclusive|infeasible) \|$", re.MULTILINE)
 SCALE = 'extras={"scale": terms.amax(-1)}, '
+# one BLAS thread per subprocess: the machine's cores are shared, and oversubscribed BLAS threads can stall
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def snippets() -> dict[str, str]:
@@ -38,7 +41,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     code = "import sys; from lemmacheck.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          check=False)
+                          check=False, env=ENV)
 
 
 def run(folder: Path, target: Path, tmp: Path, name: str) -> tuple[int, dict[str, str], str]:
@@ -81,7 +84,7 @@ def test_the_finding_validates_and_its_witness_reproduces(example):
     found = json.loads(res.stdout)
     assert [f["id"] for f in found["findings"]] == ["mypaper/lemma-2-constant"] and not found["errors"]
     witness = subprocess.run([sys.executable, str(paper / "witnesses" / "lemma-2-constant.py")],
-                             capture_output=True, text=True, timeout=120, check=False)
+                             capture_output=True, text=True, timeout=600, check=False, env=ENV)
     assert witness.returncode == 0, witness.stdout + witness.stderr
 
 

@@ -49,6 +49,13 @@ def _progress_mode(a: argparse.Namespace) -> str:
 
 def cmd_list(a: argparse.Namespace) -> int:
     if a.quantities or a.networks or a.inputs:
+        from .builtin import load_installed_extensions  # the engine's own register on import of builtin
+        from .claims import claim_files, load_extension
+
+        load_installed_extensions()
+        paths = a.paths or (["claims"] if Path("claims").is_dir() else [])
+        for folder in sorted({f.parent for f in claim_files(paths)}):
+            load_extension(folder)  # each paper's plugin, as loading its claims would
         reg = QUANTITIES if a.quantities else NETWORKS if a.networks else INPUTS
         items = describe(reg)
         if a.json:
