@@ -139,3 +139,53 @@ def test_li_liang_probability_is_the_same_at_another_blas_thread_count():
         torch.set_num_threads(threads)
     assert torch.allclose(v1, v2, atol=1e-12)
     assert math.isfinite(float(v1.sum()))
+
+
+# ------------------------------------------------------------------------------------------- run --seeds K
+
+def test_agreement_counts_the_seeds_that_give_the_expected_verdict():
+    from lemmacheck.replication import agreement, markdown, summary, table
+
+    per_seed = {
+        0: [{"id": "a", "verdict": "holds", "expect": "holds", "flags": []},
+            {"id": "b", "verdict": "holds", "expect": "inconclusive", "flags": []}],
+        1: [{"id": "a", "verdict": "holds", "expect": "holds", "flags": []},
+            {"id": "b", "verdict": "inconclusive", "expect": "inconclusive", "flags": ["errors"]}],
+    }
+    rows = {r["id"]: r for r in agreement(per_seed)}
+    assert rows["a"]["agree"] == 2 and rows["a"]["seeds"] == 2
+    assert rows["b"]["agree"] == 1 and rows["b"]["counts"] == {"holds": 1, "inconclusive": 1}
+    assert rows["b"]["errors"] == [1]
+    s = summary(list(rows.values()))
+    assert s == {"claims": 2, "seeds": 2, "all_agree": 1, "by_agree": {2: 1, 1: 1}}
+    text = table(list(rows.values()))
+    assert "b  " in text and "1/2 (errors)" in text and "a  " not in text.splitlines()[2]
+    assert "1 of 2 claims give their expected verdict at all 2 seeds" in text
+    md = markdown(list(rows.values()), [0, 1])
+    assert "| `b` | inconclusive | 1/2 (errors) | holds 1, inconclusive 1 |" in md
+
+
+def test_run_seeds_runs_each_seed_and_reports_agreement(tmp_path, capsys):
+    import json
+
+    from fault_claims import write_fault_claim
+
+    from lemmacheck.cli import main
+    from lemmacheck.store import Store
+
+    claims_dir = write_fault_claim(tmp_path, "replication-draws", configs=2)
+    db, out = tmp_path / "r.db", tmp_path / "r.json"
+    rc = main(["run", str(claims_dir), "--seeds", "3", "--seed", "4", "--db", str(db), "--json", str(out), "-q"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["seeds"] == [4, 5, 6]
+    assert doc["replication"] == {"claims": 1, "seeds": 3, "all_agree": 1, "by_agree": {"3": 1}}
+    (row,) = doc["claims"]
+    assert row["id"] == "fault/fact-1/draws" and row["verdicts"] == {"4": "inconclusive", "5": "inconclusive",
+                                                                      "6": "inconclusive"}
+    assert [r["seed"] for r in doc["runs"]] == [4, 5, 6]
+    assert "1 of 1 claims give their expected verdict at all 3 seeds" in capsys.readouterr().out
+    store = Store(db)
+    seeds = sorted(store.run_info(r)["seed"] for r in range(1, store.latest_run() + 1))
+    store.close()
+    assert seeds == [4, 5, 6]  # three runs, one per seed, each resumable on its own
