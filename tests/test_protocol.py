@@ -32,6 +32,7 @@ from lemmacheck.registry import QUANTITIES
 zou = paper("zou2018").network
 guo = paper("guo2024").network
 du = paper("du2018").network
+chatterji = paper("chatterji2021").network
 
 TOL = 1e-11
 
@@ -67,6 +68,13 @@ def du_net(kind="du2018-resnet", seed=0, R=3, m=6, H=3):
     return du.protocol_network(ctx, inputs())
 
 
+def chatterji_net(seed=0, R=3, p=5, L=2, h=0.5):
+    """Chatterji et al.'s network (all L+1 layers trained: the output layer is the protocol's last, linear)."""
+    ctx = Context("t", {"p": float(p), "L": float(L), "h": h}, R, torch.Generator().manual_seed(seed),
+                  network="chatterji2021")
+    return chatterji.protocol_network(ctx)
+
+
 NETS = {
     "feedforward-tanh": lambda: feedforward(act="tanh"),
     "feedforward-relu-scalar": lambda: feedforward(act="relu", k=1, input_map=False),
@@ -74,6 +82,7 @@ NETS = {
     "guo2024": guo_net,
     "du2018-fc": lambda: du_net("du2018-fc"),
     "du2018-resnet": du_net,
+    "chatterji2021": chatterji_net,
 }
 
 
@@ -128,7 +137,7 @@ def test_gradient_factors_equal_autograd(name):
 
 
 @pytest.mark.parametrize("loss", ["square", "logistic"])
-@pytest.mark.parametrize("name", ["feedforward-relu-scalar", "zou2018", "guo2024", "du2018-resnet"])
+@pytest.mark.parametrize("name", ["feedforward-relu-scalar", "zou2018", "guo2024", "du2018-resnet", "chatterji2021"])
 def test_loss_gradients_equal_autograd(name, loss):
     net = NETS[name]()
     X = inputs()
@@ -156,7 +165,21 @@ def test_zou_logistic_gradient_equals_the_papers_closed_form():
         assert close(G, Z, 1e-13)
 
 
-@pytest.mark.parametrize("name", ["feedforward-tanh", "zou2018", "guo2024", "du2018-resnet"])
+def test_chatterji_logistic_gradient_equals_the_papers_closed_form():
+    """All L+1 layers' gradients of J = (1/n) Σ log(1 + e^{-y f}), and the collective norm ||∇J|| of Lemmas 4.3/4.5."""
+    net = chatterji_net()
+    X = inputs()
+    y = torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64).expand(3, -1)
+    _, factors, _ = loss_gradient_factors(net, X, y, "logistic")
+    grads, _, _ = chatterji.loss_gradients(net.weights, X, y, net.act)
+    assert len(factors) == len(grads) == 3
+    for G, C in zip(dense_gradients(factors), grads):
+        assert close(G, C, 1e-13)
+    total = torch.stack([frobenius_from_factors(P, Q) for P, Q in factors], -1).pow(2).sum(-1).sqrt()
+    assert close(total, chatterji.collective_norm(grads), 1e-13)
+
+
+@pytest.mark.parametrize("name", ["feedforward-tanh", "zou2018", "guo2024", "du2018-resnet", "chatterji2021"])
 def test_ntk_gram_equals_the_jacobian_gram(name):
     """K_l[(i,a),(j,b)] = ⟨∂f_a(x_i)/∂W_l, ∂f_b(x_j)/∂W_l⟩ from an explicit autograd Jacobian, replicate 0."""
     net = NETS[name]()

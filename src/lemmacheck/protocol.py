@@ -7,7 +7,8 @@ fixed output head, batched over a leading replicate dimension R (one call evalua
     z_l      = x_{l-1} W_l          (layout "in-out": W_l is (R, m_{l-1}, m_l))
              = W_l x_{l-1}          (layout "out-in": W_l is (R, m_l, m_{l-1}), the orientation g = W h)
     x_l      = σ(z_l) elementwise,  with pattern σ'(z_l) (0/1 for ReLU, the two slopes for a leaky ReLU)
-    f(x)     = head(x_L) ∈ R^k      (k = 1 for a scalar output; the head is fixed, e.g. a ±1 vector)
+    f(x)     = head(x_L) ∈ R^k      (k = 1 for a scalar output; the head is fixed, e.g. a ±1 vector; a trained
+                                     output layer is the last W_l instead, with σ the identity and head = identity)
 
 The network implements `Network`: its trained `weights`, its `layout`, `forward` (per-layer outputs,
 pre-activations, activation patterns and outputs for a batch of datasets, at its own weights or at given ones, so a

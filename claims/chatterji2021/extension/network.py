@@ -361,3 +361,39 @@ def init_preactivations_exact(gen: torch.Generator, X: torch.Tensor, L: int, act
         G = x @ x.transpose(-1, -2)
     f = (torch.randn(R, 1, n, generator=gen, dtype=X.dtype) @ _psd_sqrt(G)).squeeze(1)
     return us, f
+
+
+# ----------------------------------------------------------------------------------- the network protocol
+
+
+class ProtocolNet:
+    """The network as a lemmacheck.protocol.Network, through `forward` and `backward` above. All L+1 layers are
+    trained, so the output layer is the protocol's last layer, linear: weights V_1..V_{L+1} (layout "out-in"),
+    preacts u_1..u_L and u_{L+1} = f, outputs x_0..x_L and x_{L+1} = f, patterns φ'(u_ℓ) and 1, out f (R, n, 1)."""
+
+    layout = "out-in"
+
+    def __init__(self, weights: list[torch.Tensor], act: Activation):
+        self.weights, self.act = weights, act
+
+    def forward(self, X: torch.Tensor, weights: list[torch.Tensor] | None = None):
+        from lemmacheck.protocol import ForwardPass
+
+        f = forward(self.weights if weights is None else weights, X, self.act)
+        out = f.out.unsqueeze(-1)
+        return ForwardPass([*f.x, out], [*f.u, out], [*f.dphi, torch.ones_like(out)], out)
+
+    def backward(self, fwd, V: torch.Tensor, weights: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """δ_ℓ = V_s ∂f/∂u_ℓ for ℓ ∈ [L], and V_s for the output layer."""
+        L = len(fwd.preacts) - 1
+        cf = Forward(fwd.outputs[:-1], fwd.preacts[:-1], fwd.patterns[:-1], fwd.out[..., 0])
+        deltas, _ = backward(self.weights if weights is None else weights, cf)
+        assert len(deltas) == L
+        return [V * d for d in deltas] + [V]
+
+
+def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
+    """R networks at the claim's p and L, He initialisation, activation args.activation (default huberized-relu)
+    at h, drawn as the setting's estimators draw them (the architecture does not depend on the datasets X)."""
+    act = activation(str(ctx.arg("activation", "huberized-relu")), float(ctx.p("h")))
+    return ProtocolNet(init(ctx.generator, ctx.replicates, ctx.i("p"), ctx.i("L"), ctx.dtype), act)
