@@ -521,7 +521,8 @@ def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
 
     * ``b`` (with ``b_ci``): the LS slope of y on s over the whole sweep; ``b_top`` (with ``b_top_ci``) over
       its top ``top_share`` of points (at least 3): the log exponent the constant still shows where the
-      sweep ends. The intervals bound the LS slope of the true values over the box, exact whatever the true
+      sweep ends; ``b_last`` (with ``b_last_ci``) over its last step (the top two points). The intervals
+      bound the LS slope of the true values over the box, exact whatever the true
       curve (no model assumed); ``b_ci[1]`` is the largest log exponent the sweep could have missed.
     * ``concave_rejected``: no function concave in s (every constant converging from below at a rate
       (log x)^-beta, or x^-gamma with gamma >= 1/LOG_CONCAVE_LOG_X) fits the box over the points with
@@ -540,10 +541,12 @@ def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
     b, b_lo, b_hi = _box_slope(s, y, lo, hi)
     k = max(3, math.ceil(top_share * len(s)))
     bt, bt_lo, bt_hi = _box_slope(s[-k:], y[-k:], lo[-k:], hi[-k:])
+    bl, bl_lo, bl_hi = _box_slope(s[-2:], y[-2:], lo[-2:], hi[-2:])
     cc = t >= LOG_CONCAVE_LOG_X
     rejected = bool(cc.sum() >= 3 and not concave_fits_box(s[cc], lo[cc], hi[cc]))
     ln10 = math.log(10.0)
     return {"b": b, "b_ci": [b_lo, b_hi], "b_top": bt, "b_top_ci": [bt_lo, bt_hi], "top_points": int(k),
+            "b_last": bl, "b_last_ci": [bl_lo, bl_hi],
             "points": len(s), "decades": float((t[-1] - t[0]) / ln10),
             "concave_points": int(cc.sum()),
             "concave_decades": float((t[cc][-1] - t[cc][0]) / ln10) if cc.sum() >= 2 else 0.0,

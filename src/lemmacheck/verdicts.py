@@ -428,13 +428,15 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
                              + ", ".join(f"{k} (local slope >= {v:.3g})" for k, v in rising.items()))
     ys = np.array([np.quantile(r, q) for r, q in zip(resp, levels)])
     logs = _log_growth(names, log_x, ys, lo, hi, upper)
+    # the decades of each swept parameter the verdict rests on (of 1/x for a parameter whose regime is toward 0)
+    out["decades"] = {k: float(np.ptp(log_x[:, j]) / math.log(10.0)) for j, k in enumerate(names)}
     if logs:
         out["log_growth"] = logs
-        out["decades"] = {k: v["decades"] for k, v in logs.items()}
         out["log_exponent_max"] = {k: v["b_ci"][1] for k, v in logs.items()}  # the largest b the sweep could miss
     # the largest power slope of growth (for a lower bound: of decay) the sweep could have missed
     out["slope_max"] = {k: float(h if upper else -lw) for k, lw, h in zip(names, fit.ci_low, fit.ci_high)}
     growing = {k: v for k, v in logs.items() if v["growing"]}
+    out["power_law_verdict"] = verdict  # the slope and still-growing tests alone, before the log-growth test
     if growing and verdict != "violated":  # (a violated power-law fit already says the constant grows)
         out["log_growth_flag"] = True
         k, g = max(growing.items(), key=lambda kv: kv[1]["b"])
@@ -454,7 +456,9 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
 
 # Logarithmic growth (stats.log_growth_test): along each swept parameter, the implied constant's tracked statistic
 # in s = log log x. It is "growing" (flag log-growth, never holds) when the log exponent's lower interval end
-# exceeds LOG_GROWTH_B_TOP over the top two thirds of the sweep, or LOG_GROWTH_B over the whole sweep: growth
+# exceeds LOG_GROWTH_B_TOP over the top two thirds of the sweep, or LOG_GROWTH_B over the whole sweep, unless the
+# last step shows it has flattened (its exponent's upper end at most LOG_GROWTH_B_TOP: deceleration, which true
+# log growth with b > LOG_GROWTH_B_TOP shows with probability at most SCALING_ALPHA): growth
 # like (log x)^b that a power-law slope under the tolerance cannot see. It is "decisive" (violated) when besides
 # no function concave in log log x fits the intervals (every constant converging from below is concave there) over
 # at least LOG_VIOLATED_DECADES decades. Exact under the box: a flat constant is flagged, and a constant converging
@@ -483,7 +487,8 @@ def _log_growth(names: list[str], log_x: np.ndarray, y: np.ndarray, lo: np.ndarr
         res = log_growth_test(log_x[idx, k], y[idx], lo[idx], hi[idx])
         if res is None:
             continue
-        res["growing"] = bool(res["b_top_ci"][0] > LOG_GROWTH_B_TOP or res["b_ci"][0] > LOG_GROWTH_B)
+        res["growing"] = bool((res["b_top_ci"][0] > LOG_GROWTH_B_TOP or res["b_ci"][0] > LOG_GROWTH_B)
+                              and res["b_last_ci"][1] > LOG_GROWTH_B_TOP)
         res["decisive"] = bool(res["growing"] and res["concave_rejected"]
                                and res["concave_decades"] >= LOG_VIOLATED_DECADES)
         out[name] = res
