@@ -242,3 +242,28 @@ def test_du_convolutional_resnet_is_refused_by_name():
     ctx = Context("demo/cnn", {"m": 4.0, "H": 2.0}, 2, torch.Generator().manual_seed(0), network="du2018-cnn-resnet")
     with pytest.raises(EstimatorError, match="convolutional ResNet does not implement the network protocol"):
         du.protocol_network(ctx, inputs())
+
+
+def _ctx(params, network, args=None, search="none", seed=0, R=4):
+    return Context("t", {k: float(v) for k, v in params.items()}, R, torch.Generator().manual_seed(seed),
+                   args=args or {}, inputs_spec={"kind": "unit-sphere", "n": "n", "d": "d"}, search=search,
+                   network=network)
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.3])
+def test_pattern_changes_greedy_is_the_exact_one_layer_supremum(tau):
+    """One trained layer: a perturbation with ||D||_2 <= tau moves z_i = x_i W by at most tau ||x_i||, so input i can
+    flip at most the k_i smallest |z_{i,j}| with sum of squares <= (tau ||x_i||)^2; the greedy flip attains it."""
+    params = {"m": 40, "L": 1, "n": 3, "d": 6, "tau": tau}
+    q = QUANTITIES.get("generic-pattern-changes").obj
+    value = q(_ctx(params, "zou2018", {"draws": 0}, "gradient")).value
+    c = _ctx(params, "zou2018")
+    X = c.inputs()
+    net = zou.protocol_network(c, X)
+    z = net.forward(X).preacts[0]  # (R, n, m)
+    need = (z.abs().sort(-1).values * (1 + 1e-9)) ** 2
+    k = (need.cumsum(-1) <= (tau * X.norm(dim=-1, keepdim=True)) ** 2).sum(-1).amax(-1).to(value.dtype)
+    assert torch.equal(value, k)
+    assert bool((k > 0).all())
+    random = q(_ctx(params, "zou2018", {"draws": 5}, "random")).value  # same networks, then random perturbations
+    assert bool((random <= value).all())  # none beats the supremum

@@ -36,7 +36,7 @@ from .protocol import (
     ntk_gram,
 )
 from .registry import NETWORKS, QUANTITIES
-from .search import maximise
+from .search import BALLS, SEARCH_ORDER, greedy_flip_vector, maximise
 
 NETWORKS.register("scalar", "no network: a deterministic scalar or small-vector inequality, explored by "
                   "random and boundary-seeking draws")(__name__)
@@ -249,6 +249,55 @@ def forward_perturbation(ctx: Context) -> Observation:
                             steps=int(ctx.arg("steps", 20)), norm=ball)
     scale = torch.stack([b.norm(dim=-1).amax(-1) for b in base], -1).amax(-1)
     return Observation(value, extras={"found_by": found, "scale": scale}, method=f"search={ctx.search} ({ball} ball)")
+
+
+@QUANTITIES.register("generic-pattern-changes", "sup over per-layer balls ||W~_l - W_l|| <= r (args.ball, args.radius "
+                     "as generic-forward-perturbation) of max_{l,i} #{j : 1{z~_{l,i,j} > 0} != 1{z_{l,i,j} > 0}} "
+                     "(activation-pattern changes), a lower estimate: args.draws random perturbations, and at search "
+                     ">= gradient the exact greedy rank-one flip of each layer and input", networks=ANY)
+def pattern_changes(ctx: Context) -> Observation:
+    """Random perturbations (search >= random) and, at search >= gradient, for every layer l and input i the rank-one
+    W~_l = W_l + r u x̂_{l-1,i}ᵀ (other layers unperturbed) that moves z_{l,i} by r ||x_{l-1,i}|| u with the unit u
+    flipping the most signs (`search.greedy_flip_vector`; the exact supremum for one layer and one input). Its
+    spectral and Frobenius norms are both r, so it lies in either ball. found_by: 0 random, 1 greedy."""
+    ball = _choice(ctx, "ball", "spectral", ("spectral", "frobenius"))
+    radius = ctx.p(str(ctx.arg("radius", "tau")))
+    level = SEARCH_ORDER[ctx.search]
+    X = ctx.inputs()
+    net = network_for(ctx, X)
+    Ws = [W.detach() for W in net.weights]
+    with torch.no_grad():
+        fwd0 = _forward(ctx, net, X)
+        signs = [z > 0 for z in fwd0.preacts]
+
+        def count(Wt: list[torch.Tensor]) -> torch.Tensor:
+            zs = net.forward(X, Wt).preacts
+            return torch.stack([((z > 0) != s).sum(-1).amax(-1) for z, s in zip(zs, signs)], -1).amax(-1).to(X.dtype)
+
+        best = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
+        found = torch.zeros_like(best)
+        scale_to = BALLS[ball][0]
+        for _ in range(int(ctx.arg("draws", 2)) if level >= 1 else 0):
+            Ds = [scale_to(torch.randn(W.shape, generator=ctx.generator, dtype=W.dtype).to(W.device), radius)
+                  for W in Ws]
+            best = torch.maximum(best, count([W + D for W, D in zip(Ws, Ds)]))
+        for l in range(len(Ws)) if level >= 2 else ():
+            for i in range(X.shape[1]):
+                x = fwd0.outputs[l][:, i]  # (R, a): what W_{l+1} reads at input i
+                nrm = x.norm(dim=-1)
+                u = greedy_flip_vector(fwd0.preacts[l][:, i], nrm, radius)  # (R, m_l), ||u|| <= 1
+                xhat = x / nrm.clamp_min(1e-300).unsqueeze(-1)
+                if net.layout == "in-out":
+                    D = xhat.unsqueeze(-1) * u.unsqueeze(-2)
+                else:
+                    D = u.unsqueeze(-1) * xhat.unsqueeze(-2)
+                Wt = list(Ws)
+                Wt[l] = Ws[l] + radius * D
+                c = count(Wt)
+                found = torch.where(c > best, torch.ones_like(found), found)
+                best = torch.maximum(best, c)
+    method = "random" + (" + greedy rank-one flips" if level >= 2 else "") if level >= 1 else "none (unperturbed)"
+    return Observation(best, extras={"found_by": found}, method=f"search={ctx.search}: {method} ({ball} ball)")
 
 
 # ------------------------------------------------------------------------------------------ training
