@@ -177,6 +177,10 @@ def test_a_deterministic_claims_rate_reads_as_a_search_hit_rate(planted):
     chk = replace(r.claim.check, probability="always", prob_expr=None)
     det = replace(r, claim=replace(r.claim, check=chk))
     assert "hit rate [" in table([det])
+    from lemmacheck.report.pages import _interval
+
+    cfg = r.configs[0]
+    assert "hit rate" not in _interval(cfg, r.claim) and "hit rate [" in _interval(cfg, det.claim)
 
 
 def test_findings_json_shape(capsys):

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import sympy
 
 from ..claims import Paper
+from ..readout import deciding_slope, level_text
 from ..stats import DEFAULT_ALPHA
 from ..verdicts import SCALING_ALPHA, family_wise_bound, trend_text
 from . import plots
@@ -126,10 +127,17 @@ def page(title: str, body: str, depth: int, header: str) -> str:
         f"<script>{JS}</script></body></html>\n")
 
 
-def _interval(c) -> str:
+def _hits(claim: Any) -> bool:
+    """A statement about every draw: its draws are a search (often aimed at the boundary), so the rate of violating
+    draws is a search hit rate, not a probability the statement is about."""
+    return claim is not None and claim.check is not None and claim.check.probability == "always"
+
+
+def _interval(c, claim: Any = None) -> str:
     if c is None:
         return "–"
-    return f"[{S.fmt(c.violation_ci[0], 2)}, {S.fmt(c.violation_ci[1], 2)}]"
+    ci = f"[{S.fmt(c.violation_ci[0], 2)}, {S.fmt(c.violation_ci[1], 2)}]"
+    return f'<span title="search hit rate, not a probability">hit rate {ci}</span>' if _hits(claim) else ci
 
 
 def _draws(c) -> str:
@@ -410,7 +418,7 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
             f'<td>{esc(kind)}<div class="small">{esc(mode)}</div></td>'
             f'<td data-v="{sev}">{badge(v.verdict)}{flags}{unexpected}</td>'
             f'<td class="num" data-v="{_num_attr(sl)}">{esc(S.fmt(sl))}{dagger}</td>'
-            f'<td class="num" data-v="{_num_attr(w.violation_ci[1] if w else None)}">{_interval(w)}{delta}</td>'
+            f'<td class="num" data-v="{_num_attr(w.violation_ci[1] if w else None)}">{_interval(w, v.claim)}{delta}</td>'
             f"<td>{esc(search)}</td>"
             f'<td class="num" data-v="{_num_attr(v.seconds)}">{fmt_seconds(v.seconds) if v.res and v.res.configs else "–"}</td>'
             f"{chg}</tr>")
@@ -554,7 +562,7 @@ def _scaling_section(view: ClaimView) -> str:
                     f"<td class=\"num\">[{esc(S.fmt(lo))}, {esc(S.fmt(hi))}]</td></tr>")
     table = ""
     if rows:
-        level = f'{100 * sc.get("interval_level", math.nan):.0f}% interval'
+        level = f'{level_text(sc.get("interval_level"))} interval'
         table = ('<div class="tablewrap"><table><thead><tr><th>parameter</th><th class="num">claimed exponent'
                  f'</th><th class="num">fitted exponent</th><th class="num">{level}</th>'
                  f'<th class="num">Ĉ slope</th><th class="num">{level}</th></tr></thead><tbody>'
@@ -573,7 +581,7 @@ def _scaling_section(view: ClaimView) -> str:
              f'Largest implied constant seen: {esc(S.fmt(sc.get("implied_constant_max")))}.</p>')
     return ('<h2>Scaling law</h2><p class="note">The bound has hidden constants, so it is checked as a scaling '
             "law: the implied constant Ĉ = quantity / shape must not grow along the sweep. Fitted exponent = "
-            "claimed exponent + slope of log Ĉ (bootstrap intervals over replicates).</p>"
+            f"claimed exponent + slope of log Ĉ ({esc(sc.get('interval') or 'order-statistic')} intervals).</p>"
             + facts + table + reason + '<div class="sweep single">'
             + _figure(plots.scaling_plot(view), "Implied constant along the sweep") + "</div>")
 
@@ -596,7 +604,9 @@ def _worst_section(view: ClaimView) -> str:
         ("worst replicate", (f"value {esc(S.fmt(worst.get('value'), 8))} (shard {esc(worst.get('shard'))}, "
                             f"replicate {esc(worst.get('replicate'))})")),
         ("slack", f"min {esc(S.fmt(w.slack_min, 5))}, median {esc(S.fmt(w.slack_median, 5))}"),
-        ("violations", f"{w.violations} of {w.replicates} (interval {_interval(w)}, δ = {esc(S.fmt(w.delta))})"),
+        ("violations", (f"{w.violations} of {w.replicates} ("
+                        + (_interval(w, view.claim) if _hits(view.claim) else "interval " + _interval(w))
+                        + f", δ = {esc(S.fmt(w.delta))})")),
         ("draws", esc(_draws(w))),
         ("estimate", f"median {esc(S.fmt(w.value_median, 6))}, max {esc(S.fmt(w.value_max, 6))}"),
         ("method", esc(w.method or "–")),
@@ -647,7 +657,7 @@ def _configs_table(view: ClaimView) -> str:
             f'<td class="num" data-v="{c.violations}">{c.violations}/{c.replicates}</td>'
             f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c))}">{c.drawn:,}'
             f'{"*" if c.sequential and c.drawn < c.planned else ""}</td>'
-            f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c)}</td>'
+            f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c, view.claim)}</td>'
             f'<td class="num" data-v="{_num_attr(c.delta)}">{esc(S.fmt(c.delta))}</td>'
             f'<td class="num" data-v="{_num_attr(c.bound)}">{esc(S.fmt(c.bound, 5))}</td>'
             f'<td class="num" data-v="{_num_attr(c.value_median)}">{esc(S.fmt(c.value_median, 5))}</td>'
@@ -701,14 +711,12 @@ def _scaling_explanation(verdict: str, relation: str) -> str:
 def _scaling_facts(sc: dict[str, Any]) -> list[tuple[str, str]]:
     """The numbers a scaling verdict rests on: the slope nearest to deciding it, and the constants seen."""
     facts = []
-    slopes, cis = sc.get("implied_constant_slopes") or {}, sc.get("slope_ci") or {}
-    if slopes:
-        k = max(slopes, key=lambda p: abs(slopes[p]))
-        lo, hi = cis.get(k, [math.nan, math.nan])
-        level = 100 * sc.get("interval_level", math.nan)
-        text = (f"{esc(S.fmt(slopes[k]))} in log {esc(k)}, {level:.0f}% interval [{esc(S.fmt(lo))}, "
-                f"{esc(S.fmt(hi))}] vs tolerance ±{esc(S.fmt(sc.get('tolerance')))}")
-        facts.append(("largest Ĉ slope", text))
+    found = deciding_slope(sc)
+    if found is not None:
+        k, slope, (lo, hi) = found
+        text = (f"{esc(S.fmt(slope))} in log {esc(k)}, {level_text(sc.get('interval_level'))} interval "
+                f"[{esc(S.fmt(lo))}, {esc(S.fmt(hi))}] vs tolerance ±{esc(S.fmt(sc.get('tolerance')))}")
+        facts.append(("deciding Ĉ slope", text))
     consts = sc.get("implied_constant") or []
     if consts:
         text = (f"{esc(S.fmt(min(consts)))} to {esc(S.fmt(max(consts)))} across {len(consts)} configurations "
