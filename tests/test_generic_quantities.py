@@ -152,3 +152,25 @@ def test_list_shows_generic_and_paper_quantities():
     listed = {q["name"]: q["networks"] for q in json.loads(res.stdout)}
     assert listed["generic-layer-output-norm"] == ["*"]
     assert "zou2018" in listed["max-layer-output-norm"]
+
+
+@pytest.mark.parametrize("network", DU_NETS)
+def test_du_gd_trajectory(network):
+    """Du et al.'s full-batch GD (their factored gradient steps, a step size per replicate) and the generic GD on the
+    same seeded draws (inputs, networks, labels): the same weight movement max_{k,h} ||W^(h)(k) - W^(h)(0)||_F and the
+    same loss ratio L(T)/L(0), to 1e-10 relative over T = 6 steps."""
+    from lemmacheck.generic import gd_trajectory
+
+    du = paper("du2018").network
+    params = {"m": 12, "H": 2, "n": 4, "d": 5, "T": 6, "kappa": 0.5}
+    args = {"step": "practical"}
+    moved = QUANTITIES.get("du2018-gd-weight-movement").obj(ctx(params, network, args))
+    ratio = QUANTITIES.get("du2018-gd-loss-ratio").obj(ctx(params, network, args)).extras["final_loss_ratio"]
+    c = ctx(params, network, args)
+    X = c.inputs()
+    net = du.protocol_network(c, X)
+    y = c.labels(X.shape[1], X)
+    losses, disp = gd_trajectory(net, X, y, "square", moved.extras["eta"], params["T"])
+    assert torch.allclose(disp, moved.value, rtol=1e-10, atol=0)
+    assert torch.allclose(losses[:, -1] / losses[:, 0], ratio, rtol=1e-10, atol=0)
+    assert bool((ratio < 1).all())  # the steps descend: a trajectory that went nowhere could not pass

@@ -303,11 +303,14 @@ def pattern_changes(ctx: Context) -> Observation:
 # ------------------------------------------------------------------------------------------ training
 
 
-def gd_trajectory(net: Network, X: torch.Tensor, y: torch.Tensor, loss: str, eta: float, steps: int,
+def gd_trajectory(net: Network, X: torch.Tensor, y: torch.Tensor, loss: str, eta: float | torch.Tensor, steps: int,
                   norm: str = "frobenius", on_step: Callable[[int, list[torch.Tensor]], None] | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Full-batch gradient descent W ← W − η ∇L(W) on the trained weights for `steps` steps from the network's
-    own; returns (losses (R, steps + 1), max over k, l of ||W_l(k) − W_l(0)|| in `norm`)."""
+    own, η a number or one per replicate (R,); returns (losses (R, steps + 1), max over k, l of ||W_l(k) − W_l(0)||
+    in `norm`)."""
+    if isinstance(eta, torch.Tensor):
+        eta = eta.reshape(-1, 1, 1)
     W0 = [W.detach() for W in net.weights]
     Ws = list(W0)
     losses = []
