@@ -136,4 +136,7 @@ def test_full_profile_runs_a_bounded_hunt(planted):
     assert first.params == {"d": 2, "n": 2} and first.replicates == 20
     assert json.loads(first.definition)["inputs"]["points"] == [[1.0, 0.0], [-1.0, 0.0]]
     assert [p.params["n"] for p in rest] == [5, 6] and all(not p.definition for p in rest)
-    assert plan(claim, "full", 0)[0].definition == ""  # no hunt unless the profile asks for one
+    # The full profile hunts by default; `hunt = 0` turns it off.
+    assert plan(claim, "full", 0)[0].definition != ""
+    raw["profiles"]["full"]["hunt"] = 0
+    assert all(not p.definition for p in plan(parse_claim(raw, claim.source), "full", 0))

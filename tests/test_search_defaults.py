@@ -141,3 +141,38 @@ def test_unknown_premise_is_a_clear_error(p2):
     raw["inputs"]["premises"] = ["no-parallel-pairs"]
     with pytest.raises(ClaimError, match="inputs.premises.*unknown premise"):
         parse_claim(raw, p2["pair-sum"].source)
+
+
+def _full(claim, seed):
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    store = Store(":memory:")
+    return evaluate(store, run_claims([claim], store, profile="full", seed=seed), [claim])[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_full_profile_hunts_by_default_and_finds_a_symmetric_set_off_the_grid(p2, seed):
+    claim = p2["symmetric"]  # false only on sets closed under x -> -x; the full grid has odd n only
+    assert "hunt" not in claim.raw["profiles"]["full"]
+    assert all(cfg["n"] % 2 for cfg in claim.profiles["full"].configs)
+    res = _full(claim, seed)
+    assert res.verdict == "violated"
+    bad = [c for c in res.configs if c.violations]
+    assert bad and all(c.pinned and c.params["n"] % 2 == 0 for c in bad)  # found by the hunt, replayed pinned
+
+
+@pytest.mark.parametrize("name", ["rounding-identity", "pair-sum"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_true_controls_are_never_flagged_by_the_full_profile(p2, name, seed):
+    # rounding-identity is tight (every draw at the bound within rounding); pair-sum is true under its premise
+    assert _full(p2[name], seed).verdict == "holds"
+
+
+def test_default_hunt_budget_scales_with_the_profile():
+    from lemmacheck.corpus import DEFAULT_HUNT_MAX, DEFAULT_HUNT_MIN, hunt_budget
+
+    claims, _ = load_claims([Path(__file__).parents[1] / "claims"])
+    budgets = [hunt_budget(c, "full") for c in claims if c.check is not None]
+    assert budgets and all(DEFAULT_HUNT_MIN <= b <= DEFAULT_HUNT_MAX for b in budgets if b)
+    assert all(hunt_budget(c, "quick") == c.profiles["quick"].hunt for c in claims if "quick" in c.profiles)

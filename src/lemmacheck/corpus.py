@@ -98,13 +98,66 @@ def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
             for e in load(claim)]
 
 
-def hunted(claim: Claim, examples: int, seed: int, replicates: int = 8) -> list[tuple[dict[str, float], int, str]]:
+# The full profile hunts every claim that does not say otherwise (`hunt = N` in [profiles.full] sets the examples,
+# `hunt = 0` turns it off). The default budget scales with what the profile itself draws: examples =
+# clamp(profile draws / 96, DEFAULT_HUNT_MIN, DEFAULT_HUNT_MAX) Hypothesis examples plus as many stratified cases,
+# at most 3 x examples probes of HUNT_REPLICATES draws: about a quarter of the profile's own draws (at least
+# 6 x 3 x 8 = 144, at most 20 x 3 x 8 = 480), over the declared domain with every integer parameter (widths,
+# depths, n, d) capped at the largest value the profile's configurations run (sizes it already affords).
+DEFAULT_HUNT_MIN, DEFAULT_HUNT_MAX = 6, 20
+HUNT_REPLICATES = 8
+
+
+def hunt_budget(claim: Claim, profile: str) -> int:
+    """Hypothesis examples of the profile's hunt: its `hunt` when the claim file sets one; in the full profile
+    otherwise the default scaled to the profile's draws (see above); else 0."""
+    if profile not in claim.profiles:
+        return 0
+    prof = claim.profiles[profile]
+    raw = ((claim.raw.get("profiles") or {}).get(profile)) or {}
+    if "hunt" in raw or profile != "full" or claim.check is None:
+        return prof.hunt
+    draws = prof.replicates * max(1, len(prof.configs))
+    return min(DEFAULT_HUNT_MAX, max(DEFAULT_HUNT_MIN, draws // 96))
+
+
+def affordable(claim: Claim, profile: str) -> Claim:
+    """The claim with every integer parameter's domain capped at the largest value the profile's configurations
+    run (a hunt then costs what the profile already affords); continuous parameters keep their whole range."""
+    import copy
+
+    from .claims import parse_claim
+
+    cfgs = claim.profiles[profile].configs if profile in claim.profiles else ()
+    raw = copy.deepcopy(claim.raw)
+    raw.pop("profiles", None)  # configurations beyond the caps would not validate; the hunt needs none
+    changed = False
+    for k, p in claim.params.items():
+        cap = max((c[k] for c in cfgs if k in c), default=None)
+        if cap is None:
+            continue
+        spec = raw["params"][k]
+        if p.values is not None and all(float(v).is_integer() for v in p.values):
+            kept = [v for v in p.values if v <= cap]
+            if kept and len(kept) < len(p.values):
+                spec["values"], changed = kept, True
+        elif p.integer and p.high is not None and p.high > cap >= (p.low or 0):
+            spec["max"], changed = type(spec.get("max", cap))(cap), True
+    return parse_claim(raw, claim.source) if changed else claim
+
+
+def hunted(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLICATES,
+           profile: str | None = None) -> list[tuple[dict[str, float], int, str]]:
     """A profile's bounded hunt: (params, seed, pinned definition) of its counterexample, else of its
-    worst case (smallest slack), for the runner to run at the profile's replicates. [] when nothing was probed."""
+    worst case (smallest slack), for the runner to run at the profile's replicates. [] when nothing was probed.
+    With `profile`, the hunt searches the affordable part of the domain (affordable)."""
     from .hunt import hunt
 
-    res = hunt(claim, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples)
+    target = affordable(claim, profile) if profile else claim
+    stratified = examples  # the even sweep weighs as much as Hypothesis's targeted search
+    res = hunt(target, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples + stratified,
+               stratified=stratified)
     best = res.counterexample or res.worst()
-    if best is None:
-        return []
+    if best is None or (res.counterexample is None and claim.mode == "scaling"):
+        return []  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
     return [(dict(best.params), best.seed, pinned(claim, best.points, best.labels, best.search or None).snapshot)]

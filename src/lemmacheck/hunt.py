@@ -237,17 +237,22 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
 
 def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0, in_regime_only: bool = False,
          data: bool | None = None, labels: bool | None = None, search: str | None = None, confirm: int = 400,
-         adversary_steps: int = 0, max_probes: int | None = None, progress: Any = None) -> HuntResult:
+         adversary_steps: int = 0, max_probes: int | None = None, progress: Any = None,
+         stratified: int | None = None, domain: dict[str, list[float]] | None = None) -> HuntResult:
     """Search the claim's parameters and (data/labels: None = whatever its quantity draws) datasets and labels;
     a perturbation-searching claim is hunted with the stronger search (ESCALATE) unless `search` is given.
     Probabilistic claims confirm a case with k > 0 on `confirm` replicates before calling it broken.
-    max_probes bounds the work (default 4 x examples): past it Hypothesis sees passing cases only.
+    When Hypothesis finds nothing, `stratified` more cases (default examples // 2) sweep the domain evenly
+    (strategies.strata: every parameter's edge values, every dataset family, every label family, each used about
+    equally often, so no first-listed geometry or smallest n dominates), and a violation they find is shrunk
+    greedily (strategies.smaller_cases). `domain` replaces the per-parameter values of that sweep.
+    max_probes bounds the work (default 4 x examples + stratified): past it Hypothesis sees passing cases only.
     `progress` (progress.Progress) advances once per case probed."""
     from hypothesis import HealthCheck, Phase, assume, given, settings, target
     from hypothesis import seed as hseed
     from hypothesis.errors import Unsatisfiable
 
-    from .strategies import cases, dataset_shape, simplest_form
+    from .strategies import cases, dataset_shape, simplest_form, smaller_cases, strata
 
     chk = claim.check
     if chk is None:
@@ -260,7 +265,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     search = search if search is not None else ESCALATE.get(chk.search, "")
     result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
-    budget = max_probes if max_probes is not None else 4 * examples
+    stratified = examples // 2 if stratified is None else stratified
+    budget = max_probes if max_probes is not None else 4 * examples + stratified
 
     class Found(AssertionError):
         pass
@@ -305,6 +311,30 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         search_cases()
     except (Found, Unsatisfiable):
         pass
+
+    def breaks(p: Probe | None) -> bool:
+        return p is not None and p.significant and (p.in_regime or not in_regime_only)
+
+    if result.counterexample is None and stratified:
+        for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain):
+            p = run_case(case)
+            if breaks(p):
+                assert p is not None
+                p.found_by = "stratified sweep"
+                # greedy shrink: the first simpler neighbour that still fails, until none does
+                for _ in range(50):
+                    for smaller in smaller_cases(claim, case, domain):
+                        q = run_case(smaller)
+                        if breaks(q):
+                            assert q is not None
+                            q.found_by = "stratified sweep"
+                            case, p = smaller, q
+                            break
+                    else:
+                        break
+                result.counterexample = p
+                result.notes.append(f"found by the stratified sweep, shrunk greedily to {p.params}")
+                break
     ce = result.counterexample
     if ce is not None and ce.points is not None:
         # Hypothesis shrinks the choice of geometry and seed, not the coordinates of a rotated configuration:

@@ -45,14 +45,16 @@ from .verdicts import ClaimResult, claim_result, config_result
 
 def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
     """The corpus's saved counterexamples first (each replayed with its recorded seed, as one shard), then the
-    full profile's bounded hunt (its worst case, pinned), then the profile's configurations."""
+    profile's bounded hunt (its counterexample or worst case, pinned; the full profile hunts every claim by
+    default, corpus.hunt_budget), then the profile's configurations."""
     from . import corpus
 
     prof = claim.profiles[profile]
     replayed = [ConfigPlan(p, s, r, r, False, definition) for p, s, r, definition in corpus.plans(claim)]
-    if prof.hunt:
+    examples = corpus.hunt_budget(claim, profile)  # the full profile hunts by default (corpus.hunt_budget)
+    if examples:
         replayed += [ConfigPlan(p, s, prof.replicates, prof.shard_size, False, definition)
-                     for p, s, definition in corpus.hunted(claim, prof.hunt, seed)]
+                     for p, s, definition in corpus.hunted(claim, examples, seed, profile=profile)]
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]

@@ -12,13 +12,15 @@ dimension and simple coordinates. Labels are explicit +-1 patterns (every patter
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
 
-from .claims import Claim, config_values
+from .claims import Claim, Param, config_values
 from .expressions import parse
 from .inputs import (
     GEOMETRIES,
@@ -48,6 +50,8 @@ class Case:
     points: list[list[float]] | None = None
     labels: list[int] | None = None
     geometry: str = ""  # where the dataset came from ("integer" for integer coordinates)
+    data_seed: int | None = None  # a stratified case's dataset seed: the same geometry redrawn at another n
+    label_family: str = ""  # a stratified case's label family (or "pattern")
 
     def key(self) -> str:
         import json
@@ -200,3 +204,150 @@ def simplest_form(points: list[list[float]], separation: float = 0.0) -> list[li
         return None
     out = Y.tolist()
     return None if out == points else out
+
+
+# ------------------------------------------------------------------------------------------ stratified cases
+
+EDGE_VALUES = 8  # an integer range with at most this many values is covered whole (small n: odd and even)
+
+
+def domain_values(p: Param) -> list[float]:
+    """The values of one parameter a stratified sweep covers: every declared value; every integer of a short
+    range (EDGE_VALUES), else its three smallest, its two largest and its (geometric, for log) middle; a
+    continuous range's ends and middle."""
+    if p.values is not None:
+        return list(p.values)
+    assert p.low is not None and p.high is not None
+    lo, hi = p.low, p.high
+    mid = math.sqrt(lo * hi) if p.log and lo > 0 else (lo + hi) / 2
+    if p.integer:
+        lo_i, hi_i = int(lo), int(hi)
+        if hi_i - lo_i + 1 <= EDGE_VALUES:
+            return list(range(lo_i, hi_i + 1))
+        return sorted({lo_i, lo_i + 1, lo_i + 2, round(mid), hi_i - 1, hi_i})
+    return [lo, mid, hi] if lo != hi else [lo]
+
+
+def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
+           domain: dict[str, list[float]] | None = None) -> list[Case]:
+    """`count` cases spread evenly over every stratum of the claim's domain: each parameter's domain_values,
+    the dataset families (every structured geometry and integer coordinates) and the label families, chosen
+    greedily so that every value of every dimension is used about equally often (no first-listed bias), the ties
+    broken by a seeded shuffle. Cells whose geometry cannot place the configuration's dataset, or whose dataset
+    breaks a declared premise, are skipped (not counted)."""
+    rng = random.Random(seed)
+    dims: dict[str, list] = {k: list(v) for k, v in (domain or {k: domain_values(p) for k, p in
+                                                                 claim.params.items()}).items()}
+    default = {k: p.default for k, p in claim.params.items()}
+    has_data = data and dataset_shape(claim, default) is not None
+    if has_data:
+        dims["__geometry"] = [*GEOMETRY_ORDER, "integer"]
+    if labels:
+        dims["__labels"] = ["pattern", *[f for f in LABELS if f != "rademacher"]]
+    premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
+    names = list(dims)
+    total = math.prod(len(v) for v in dims.values())
+    if total <= 4096:
+        pool = [dict(zip(names, cell, strict=True)) for cell in itertools.product(*dims.values())]
+    else:
+        pool = [{k: rng.choice(v) for k, v in dims.items()} for _ in range(4096)]
+    rng.shuffle(pool)
+    used = {k: dict.fromkeys(map(repr, v), 0) for k, v in dims.items()}
+    out: list[Case] = []
+    while pool and len(out) < count:
+        best = min(range(len(pool)), key=lambda i: sum(used[k][repr(pool[i][k])] for k in names))
+        cell = pool.pop(best)
+        case = _stratum_case(claim, cell, rng, labels, premises)
+        if case is None:
+            continue
+        for k in names:
+            used[k][repr(cell[k])] += 1
+        out.append(case)
+    return out
+
+
+def _stratum_case(claim: Claim, cell: dict, rng: random.Random, labels: bool,
+                  premises: tuple[str, ...]) -> Case | None:
+    params = dict(sorted((k, v) for k, v in cell.items() if not k.startswith("__")))
+    case = Case(params)
+    geometry = cell.get("__geometry")
+    X = None
+    if geometry is not None:
+        case.data_seed = rng.getrandbits(32)
+        X = dataset_at(claim, params, geometry, case.data_seed, premises)
+        if X is None:
+            return None
+        case.geometry, case.points = geometry, X.tolist()
+    shape = dataset_shape(claim, params) if (geometry is not None or labels) else None
+    n = shape[0] if shape is not None else round(params["n"]) if "n" in params else None
+    if labels and n:
+        fam = cell.get("__labels", "pattern")
+        case.label_family = fam
+        if fam == "pattern" or (LABELS[fam].needs_data and X is None):
+            case.labels = [1] + [rng.choice((1, -1)) for _ in range(n - 1)]
+        else:
+            gen = _gen(rng.getrandbits(32))
+            y = draw_labels(gen, fam, 1, n, None if X is None else X[None])
+            case.labels = [int(v) for v in y[0].tolist()]
+    return case
+
+
+def dataset_at(claim: Claim, params: dict[str, float], geometry: str, seed: int,
+               premises: tuple[str, ...] = ()) -> torch.Tensor | None:
+    """The (n, d) dataset of `geometry` (a GEOMETRIES name or "integer") for the configuration, from `seed`;
+    None when the geometry cannot place it or it breaks a premise."""
+    shape = dataset_shape(claim, params)
+    if shape is None:
+        return None
+    n, d, sep = shape
+    if geometry == "integer":
+        g = random.Random(seed)
+        for _ in range(50):
+            X = torch.tensor([[g.randint(-3, 3) for _ in range(d)] for _ in range(n)], dtype=torch.float64)
+            if bool((X.abs().sum(-1) > 0).all()):
+                X = X / X.norm(dim=-1, keepdim=True)
+                if _separated(X, sep) and (not premises or bool(meets_premises(X[None], premises)[0])):
+                    return X
+        return None
+    if GEOMETRIES[geometry].admits(n, d, sep) is not None:
+        return None
+    try:
+        X = unit_sphere(_gen(seed), 1, n=n, d=d, separation=sep, geometry=geometry)[0]
+    except Exception:  # noqa: BLE001 - an iid family that cannot be redrawn apart in a crowded space
+        return None
+    if premises and not bool(meets_premises(X[None], premises)[0]):
+        return None
+    return X
+
+
+def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | None = None) -> list[Case]:
+    """Simpler neighbours of a stratified case, simplest first: each parameter moved to a smaller value of its
+    stratum (the dataset redrawn in the same geometry from the same seed at the new shape), then the labels
+    flipped to +1 one at a time. A hunt keeps the first that still fails and repeats (a greedy shrink)."""
+    out: list[Case] = []
+    doms = domain or {k: domain_values(p) for k, p in claim.params.items()}
+    premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
+    for k, vals in doms.items():
+        for v in sorted(x for x in vals if x < case.params.get(k, -math.inf)):
+            params = dict(sorted({**case.params, k: v}.items()))
+            new = replace(case, params=params)
+            if case.points is not None and case.data_seed is not None:
+                X = dataset_at(claim, params, case.geometry, case.data_seed, premises)
+                if X is None:
+                    continue
+                new.points = X.tolist()
+            elif case.points is not None:
+                continue
+            if case.labels is not None:
+                shape = dataset_shape(claim, params)
+                n = shape[0] if shape is not None else round(params.get("n", len(case.labels)))
+                if n != len(case.labels):
+                    new.labels = case.labels[:n] if n < len(case.labels) else None
+                    if new.labels is None:
+                        continue
+            out.append(new)
+    if case.labels is not None:
+        for i, v in enumerate(case.labels):
+            if v < 0:
+                out.append(replace(case, labels=[*case.labels[:i], 1, *case.labels[i + 1:]]))
+    return out
