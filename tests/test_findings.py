@@ -79,6 +79,12 @@ def test_findings_validator_refuses_a_finding_whose_path_fades(planted, tmp_path
                                              "claims": ("plantedf/lemma-1/chi2-ratio",)})
     problems = check_against_results(pf, [r for k, r in planted.items() if k != "db"])
     assert problems and "fades" in problems[0]
+    # a finding whose claim no longer reads violated is reported as not reproduced
+    from dataclasses import replace
+
+    gone = replace(planted["duplicate-gram"], verdict="holds")
+    pf.findings[0] = type(pf.findings[0])(**{**pf.findings[0].__dict__, "claims": ("plantedf/lemma-2/duplicate-gram",)})
+    assert "not reproduced" in check_against_results(pf, [gone])[0]
 
 
 def test_a_disclaiming_claim_cannot_be_listed_under_a_finding(tmp_path):

@@ -277,6 +277,8 @@ def check_against_results(pf: PaperFindings, results: list[Any]) -> list[str]:
                            "a lead, not a finding")
             elif r.verdict != "violated" and ("violated-out-of-regime" in r.flags or "out-of-regime" in r.flags):
                 out.append(f"finding {f.id}: claim {cid} is violated only outside its stated regime: a lead")
+            elif r.verdict != "violated" and r.expect == "violated":
+                out.append(f"finding {f.id}: claim {cid} is not reproduced in this run (verdict {r.verdict})")
             elif f.evidence == "regime-path" and r.regime_path is not None and r.regime_path.get("trend") != "persists":
                 out.append(f"finding {f.id}: claim {cid}'s regime path reads '{r.regime_path.get('trend')}', "
                            "not 'persists'")
