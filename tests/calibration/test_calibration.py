@@ -141,3 +141,7 @@ def test_the_report_says_how_many_decades_and_what_growth_the_sweep_could_miss()
     from lemmacheck.summary import failure_text, table
 
     assert "6.3 decades, log exponent b" in failure_text(res) and "6.3 dec" in table([res])
+    from lemmacheck.report.pages import _scaling_facts
+
+    facts = dict(_scaling_facts(s))
+    assert facts["log growth in m"].startswith("6.3 decades; b = ")

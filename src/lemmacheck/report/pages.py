@@ -726,6 +726,15 @@ def _scaling_facts(sc: dict[str, Any]) -> list[tuple[str, str]]:
         zeros = esc(", ".join(map(str, sc["zero_configs"])))
         why = "Ĉ is 0 at the tracked level, which meets the bound for any constant and carries no slope"
         facts.append(("Ĉ = 0 (not fitted)", f"configurations {zeros}: {why}"))
+    for k, g in (sc.get("log_growth") or {}).items():
+        # how many decades the verdict rests on, the log exponent b of Ĉ ~ (log k)^b (of 1/Ĉ for a lower bound)
+        # and the largest b and power slope the sweep could have missed
+        miss = (sc.get("slope_max") or {}).get(k, math.nan)
+        text = (f"{g['decades']:.1f} decades; b = {esc(S.fmt(g['b']))} [{esc(S.fmt(g['b_ci'][0]))}, "
+                f"{esc(S.fmt(g['b_ci'][1]))}], top of the sweep {esc(S.fmt(g['b_top']))}; could miss up to "
+                f"(log {esc(k)})^{esc(S.fmt(g['b_ci'][1]))} or {esc(k)}^{esc(S.fmt(miss))}"
+                + ("; not a converging constant (convex in log log)" if g.get("concave_rejected") else ""))
+        facts.append((f"log growth in {esc(k)}", text))
     facts.append(("fit over", esc(sc.get("regime", "all configurations"))))
     return facts
 
