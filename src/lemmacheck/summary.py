@@ -146,13 +146,15 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def _fit(scaling: dict[str, Any] | None) -> str:
-    """The steepest implied-constant slope and its interval ("-" when not a scaling claim or not fitted)."""
-    if not scaling or not scaling.get("implied_constant_slopes"):
+    """The implied-constant slope that decides the verdict (readout.deciding_slope) and its interval ("-" when not
+    a scaling claim or not fitted)."""
+    from .readout import deciding_slope
+
+    found = deciding_slope(scaling)
+    if found is None:
         return "-"
-    slopes, cis = scaling["implied_constant_slopes"], scaling.get("slope_ci", {})
-    k = max(slopes, key=lambda n: abs(slopes[n]))
-    lo, hi = cis.get(k, (math.nan, math.nan))
-    text = f"C slope in {k} {slopes[k]:+.2g} [{lo:.2g}, {hi:.2g}]"
+    k, slope, (lo, hi) = found
+    text = f"C slope in {k} {slope:+.2g} [{lo:.2g}, {hi:.2g}]"
     lg = (scaling.get("log_growth") or {}).get(k)
     if lg:  # the log exponent b of Ĉ ~ (log k)^b and the decades the sweep spans
         text += f", (log {k})^b b {lg['b']:+.2g} [{lg['b_ci'][0]:.2g}, {lg['b_ci'][1]:.2g}], {lg['decades']:.1f} dec"

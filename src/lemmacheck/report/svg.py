@@ -136,7 +136,18 @@ def linear_ticks(lo: float, hi: float, n: int = 6) -> list[tuple[float, str]]:
             v = 0.0
         out.append((v, fmt(v, 4)))
         k += 1
-    return out
+    return distinct_labels(out)
+
+
+def distinct_labels(ticks: list[tuple[float, str]], digits: int = 3) -> list[tuple[float, str]]:
+    """The ticks relabelled with more significant digits until no two distinct values read the same (a narrow
+    axis at 1.4702 and 1.4708 printed "1.47" twice)."""
+    labels = [lab for _, lab in ticks]
+    d = digits
+    while len(set(labels)) < len({v for v, _ in ticks}) and d < 12:
+        d += 1
+        labels = [fmt(v, d) for v, _ in ticks]
+    return [(v, lab) for (v, _), lab in zip(ticks, labels)] if d > digits else ticks
 
 
 def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
@@ -153,7 +164,7 @@ def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
             if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
                 out.append((v, _pow_label(m, e)))
     if len(out) < 2:  # less than a decade visible: fall back to linear-looking labels
-        out = [(v, fmt(v)) for v, _ in linear_ticks(lo, hi, 4) if v > 0]
+        out = distinct_labels([(v, fmt(v)) for v, _ in linear_ticks(lo, hi, 4) if v > 0])
     return out
 
 
