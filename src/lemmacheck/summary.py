@@ -157,7 +157,7 @@ def _fit(scaling: dict[str, Any] | None) -> str:
     text = f"C slope in {k} {slope:+.2g} [{lo:.2g}, {hi:.2g}]"
     lg = (scaling.get("log_growth") or {}).get(k)
     if lg:  # the log exponent b of Ĉ ~ (log k)^b and the decades the sweep spans
-        text += f", (log {k})^b b {lg['b']:+.2g} [{lg['b_ci'][0]:.2g}, {lg['b_ci'][1]:.2g}], {lg['decades']:.1f} dec"
+        text += f", (log {k})^{'-' if lg.get('direction') == 'decay' else ''}b b {lg['b']:+.2g} [{lg['b_ci'][0]:.2g}, {lg['b_ci'][1]:.2g}], {lg['decades']:.1f} dec"
     return text
 
 
@@ -170,7 +170,8 @@ def log_growth_text(scaling: dict[str, Any]) -> str | None:
     parts = []
     for k, g in logs.items():
         miss = (scaling.get("slope_max") or {}).get(k, math.nan)
-        parts.append(f"{k}: {g['decades']:.1f} decades, log exponent b {g['b']:+.2g} [{g['b_ci'][0]:.2g}, "
+        parts.append(f"{k}: {g['decades']:.1f} decades, log exponent b of {'1/' if g.get('direction') == 'decay' else ''}"
+                     f"Ĉ {g['b']:+.2g} [{g['b_ci'][0]:.2g}, "
                      f"{g['b_ci'][1]:.2g}] (top of sweep {g['b_top']:+.2g} [{g['b_top_ci'][0]:.2g}, "
                      f"{g['b_top_ci'][1]:.2g}]), could miss (log {k})^{g['b_ci'][1]:.2g} or {k}^{miss:.2g}"
                      + ("; not a converging constant (convex in log log)" if g.get("concave_rejected") else ""))

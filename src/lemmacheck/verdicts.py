@@ -487,6 +487,7 @@ def _log_growth(names: list[str], log_x: np.ndarray, y: np.ndarray, lo: np.ndarr
         res = log_growth_test(log_x[idx, k], y[idx], lo[idx], hi[idx])
         if res is None:
             continue
+        res["direction"] = "growth" if upper else "decay"  # b is the exponent of Ĉ (of 1/Ĉ for a lower bound)
         res["growing"] = bool((res["b_top_ci"][0] > LOG_GROWTH_B_TOP or res["b_ci"][0] > LOG_GROWTH_B)
                               and res["b_last_ci"][1] > LOG_GROWTH_B_TOP)
         res["decisive"] = bool(res["growing"] and res["concave_rejected"]
@@ -599,8 +600,11 @@ def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         out.update(trend=trend, statistic=f"implied-constant slope in {steep}", bottom_low=lo_b, top_high=hi_t)
         return out
     rows = []
-    for lev in path.levels:
-        idx = _path_configs(path, configs, lev)
+    defaults = {p.name: p.default for p in claim.params.values()}
+    for lev, want in zip(path.levels, path.configs(defaults)):
+        # the path's own configuration (the other parameters at `at` or their defaults), else any at this level
+        idx = [i for i, c in enumerate(configs) if all(c.params.get(k) == v for k, v in want.items())]
+        idx = idx or _path_configs(path, configs, lev)
         if not idx:
             return dict(out, trend="incomplete", reason=f"no configuration at {path.param} = {lev:g}")
         rows.append(configs[idx[0]])

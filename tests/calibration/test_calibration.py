@@ -140,7 +140,7 @@ def test_the_report_says_how_many_decades_and_what_growth_the_sweep_could_miss()
     assert 0 < s["log_exponent_max"]["m"] < 0.5 and 0 < s["slope_max"]["m"] < 0.1
     from lemmacheck.summary import failure_text, table
 
-    assert "6.3 decades, log exponent b" in failure_text(res) and "6.3 dec" in table([res])
+    assert "6.3 decades, log exponent b of Ĉ" in failure_text(res) and "6.3 dec" in table([res])
     from lemmacheck.report.pages import _scaling_facts
 
     facts = dict(_scaling_facts(s))
