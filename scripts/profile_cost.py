@@ -2,20 +2,31 @@
 
     python scripts/profile_cost.py claims --profile full --workers 2 --out cost.csv
 
-For each claim the plan is expanded exactly as `lemmacheck run` would (corpus replays, hunts, grid, explored
-configurations); then the shard of the largest configuration (by the product of its parameters) and up to
+For each claim the plan is expanded exactly as `lemmacheck run` would (corpus replays, the profile's bounded hunt,
+grid, regime-path levels, explored configurations), and the time that takes is the `plan_s` column: planning runs
+the hunt's probes (the full profile hunts every checked claim by default, corpus.DEFAULT_FULL_HUNT), and `run`
+plans every claim in its main process before the first shard, so plan seconds add to the wall time whatever the
+number of workers. Then the shard of the largest configuration (by the product of its parameters) and up to
 `--sample` shards drawn uniformly at random are run through the same `execute_shard` the runner uses, until
 `--cap-s` seconds of estimator time are spent on the claim. The estimate is the number of shards times the mean
 time of the uniform sample (unbiased for the total when the cap does not bite), and never less than the largest
 configuration's shards at its measured time; when the cap leaves fewer than 3 uniform draws, the largest shard's
 time scaled by each configuration's parameter product (a rough model: most estimators cost at least linearly in
 width x depth x n). Draws are not recorded: this measures cost, not verdicts.
+
+With `--stored RUN_JSON` (a run's JSON, e.g. reports/results.json), a configuration that run drew with the same
+parameters costs the seconds it recorded there, and only the rest (new levels, a hunt's worst case) is sampled:
+an estimate of a full profile in minutes instead of hours, as accurate as that run's timings for the unchanged part.
+
+The summary line gives the wall time as plan seconds (serial) plus shard seconds / workers, and the claims that
+cost most.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
 import csv
+import json
 import math
 import random
 import sys
@@ -29,16 +40,42 @@ def _size(params: dict[str, float]) -> float:
     return math.prod(abs(float(v)) for v in params.values() if isinstance(v, (int, float)) and abs(v) >= 1)
 
 
-def estimate(claim, profile: str, sample: int, cap_s: float, memory: int, seed: int = 0) -> dict:
+def _key(params: dict) -> tuple:
+    return tuple(sorted((k, float(v)) for k, v in params.items()))
+
+
+def stored_seconds(path: str) -> dict[str, dict[tuple, float]]:
+    """claim id -> configuration parameters -> estimator seconds, from a run's JSON (`lemmacheck run --json`, e.g.
+    reports/results.json): what the published run spent on each configuration it drew."""
+    with open(path) as fh:
+        doc = json.load(fh)
+    out: dict[str, dict[tuple, float]] = {}
+    for c in doc["claims"]:
+        for cfg in c.get("configs") or []:
+            if cfg.get("seconds") is not None:
+                out.setdefault(c["id"], {})[_key(cfg["params"])] = float(cfg["seconds"])
+    return out
+
+
+def estimate(claim, profile: str, sample: int, cap_s: float, memory: int, seed: int = 0,
+             stored: dict[tuple, float] | None = None) -> dict:
+    t0 = time.process_time()
     plans = runner.plan(claim, profile, seed)
+    plan_s = time.process_time() - t0  # the hunt's probes, in the main process of a real run
     # `lemmacheck run` refuses a run with a configuration whose shard cannot fit a worker: count, do not draw them
     fits = [runner.memory_estimate(claim, p.params, p.shard_replicates(0)) <= memory for p in plans]
-    shards = [(j, k) for j, p in enumerate(plans) for k in range(p.n_shards) if fits[j]]
-    row = {"claim": claim.id, "configs": len(plans), "too_big": fits.count(False), "shards": len(shards),
-           "sampled": 0, "largest_s": 0.0, "mean_s": 0.0, "estimate_s": 0.0, "errors": 0}
+    # --stored: a configuration the published run drew costs what it cost there; only the others are sampled
+    known = {_key(p.params) for p in plans} & set(stored or {})
+    stored_s = sum((stored or {})[k] for k in known)
+    todo = [j for j, p in enumerate(plans) if fits[j] and _key(p.params) not in known]
+    shards = [(j, k) for j in todo for k in range(plans[j].n_shards)]
+    row = {"claim": claim.id, "configs": len(plans), "too_big": fits.count(False),
+           "shards": sum(p.n_shards for j, p in enumerate(plans) if fits[j]), "plan_s": round(plan_s, 3),
+           "stored_s": round(stored_s, 3), "sampled": 0, "largest_s": 0.0, "mean_s": 0.0, "estimate_s": stored_s,
+           "errors": 0}
     if not shards:
         return row
-    big = max((j for j in range(len(plans)) if fits[j]), key=lambda j: _size(plans[j].params))
+    big = max(todo, key=lambda j: _size(plans[j].params))
     rng = random.Random(claim.id)
     picks = rng.sample(shards, min(sample, len(shards)))
     times: list[float] = []
@@ -56,11 +93,10 @@ def estimate(claim, profile: str, sample: int, cap_s: float, memory: int, seed: 
     row["sampled"] = len(times)
     row["mean_s"] = sum(times) / len(times) if times else row["largest_s"]
     if len(times) >= 3:
-        row["estimate_s"] = max(len(shards) * row["mean_s"], plans[big].n_shards * row["largest_s"])
+        row["estimate_s"] += max(len(shards) * row["mean_s"], plans[big].n_shards * row["largest_s"])
     else:  # too few uniform draws: scale the largest shard by each configuration's parameter product
         sb = _size(plans[big].params)
-        row["estimate_s"] = sum(row["largest_s"] * _size(plans[j].params) / sb * plans[j].n_shards
-                                for j in range(len(plans)) if fits[j])
+        row["estimate_s"] += sum(row["largest_s"] * _size(plans[j].params) / sb * plans[j].n_shards for j in todo)
     return row
 
 
@@ -72,22 +108,26 @@ def main() -> int:
     ap.add_argument("--cap-s", type=float, default=20.0, help="estimator seconds per claim at most (default 20)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default="-", help="CSV file ('-': stdout)")
+    ap.add_argument("--stored", metavar="RUN_JSON", help="take the seconds of configurations a published run drew "
+                    "from its JSON (e.g. reports/results.json) and sample only the rest (new levels, hunts)")
+    ap.add_argument("--top", type=int, default=12, help="most expensive claims listed after the summary")
     a = ap.parse_args()
     claims, errors = load_claims(a.paths)
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     claims = [c for c in claims if c.check is not None and a.profile in c.profiles]
     t0 = time.time()
+    stored = stored_seconds(a.stored) if a.stored else {}
     memory = runner.available_memory() // max(1, a.workers)
     out = sys.stdout if a.out == "-" else open(a.out, "w", newline="")  # noqa: SIM115 (stdout or a file)
-    w = csv.DictWriter(out, ["claim", "configs", "too_big", "shards", "sampled", "largest_s", "mean_s",
-                             "estimate_s", "errors"])
+    w = csv.DictWriter(out, ["claim", "configs", "too_big", "shards", "plan_s", "stored_s", "sampled", "largest_s",
+                             "mean_s", "estimate_s", "errors"])
     w.writeheader()
     rows: list[dict] = []
     todo, retried = list(claims), set()
     while todo:  # a worker killed by the OS (memory) breaks the pool: restart it, record the claims it held
         ex = runner.make_executor(a.workers)
-        futs = {ex.submit(estimate, c, a.profile, a.sample, a.cap_s, memory): c for c in todo}
+        futs = {ex.submit(estimate, c, a.profile, a.sample, a.cap_s, memory, 0, stored.get(c.id)): c for c in todo}
         todo = []
         for f in cf.as_completed(futs):
             try:
@@ -105,9 +145,15 @@ def main() -> int:
         ex.shutdown(wait=False, cancel_futures=True)
     rows = [r for r in rows if "estimate_s" in r]
     total = sum(r["estimate_s"] for r in rows)
-    print(f"{len(rows)} claims, {sum(r['shards'] for r in rows)} shards: about {total / 60:.0f} estimator-minutes "
-          f"({total / 60 / max(a.workers, 1):.0f} min wall on {a.workers} workers); measured in "
-          f"{time.time() - t0:.0f} s", file=sys.stderr)
+    planning = sum(r.get("plan_s", 0.0) for r in rows)
+    wall = planning + total / max(a.workers, 1)
+    print(f"{len(rows)} claims, {sum(r['shards'] for r in rows)} shards: about {total / 60:.1f} estimator-minutes "
+          f"of shards and {planning / 60:.1f} minutes of planning (hunts; serial), about {wall / 60:.0f} min wall on "
+          f"{a.workers} workers; measured in {time.time() - t0:.0f} s", file=sys.stderr)
+    top = sorted(rows, key=lambda r: r["estimate_s"] / max(a.workers, 1) + r.get("plan_s", 0.0), reverse=True)
+    for r in top[:a.top]:
+        print(f"  {r['claim']:70s} shards {r['estimate_s']:8.1f} s ({r['shards']} shards)  plan {r['plan_s']:6.1f} s",
+              file=sys.stderr)
     return 0
 
 

@@ -7,6 +7,8 @@ runs them at the sizes of issue 15 (about 10 minutes on one idle core; add `--be
 a loaded machine) and prints, after the run, a table of seconds per replicate, the ratio, and each implementation's
 GFLOP/s against the machine's float64 GEMM measured in the same run (LEMMACHECK_BENCH_OUT=FILE also writes it). In the default test run (--benchmark-disable) every benchmark runs once at small sizes as a correctness check
 (both implementations must agree) and the file stays cheap. Everything runs with one BLAS thread, as shards do.
+LEMMACHECK_BENCH=wide (with --benchmark-enable) runs the wide sizes (WIDE: m = 4096-8192) that regime paths and
+log-factor sweeps reach; --bench-device cuda|cpu|auto adds or drops the "lemmacheck (cuda)" rows (GPU/CPU ratio).
 No test asserts a time.
 """
 
@@ -63,6 +65,19 @@ CI = {
     "gd-terms": {"m": 48, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 4},
     "gemm": {"k": 256},
 }
+# The widths regime paths and log-factor sweeps reach (LEMMACHECK_BENCH=wide, with --benchmark-enable): each family
+# at m = 4096-8192 where the straightforward loop still finishes in minutes on one core (the perturbation search
+# at L = 2 and 5 ascent steps; GD at H = 2 and 20 steps).
+WIDE = {
+    "forward": {"m": 8192, "L": 10, "n": 16, "d": 64, "R": 16, "base_R": 1},
+    "spectral": {"m": 4096, "L": 4, "R": 16, "base_R": 1},
+    "perturbation": {"m": 2048, "L": 2, "n": 4, "d": 16, "R": 1, "base_R": 1, "steps": 5},
+    "ntk": {"m": 8192, "H": 3, "n": 32, "d": 16, "R": 4, "base_R": 1},
+    "rnn": {"m": 4096, "L": 20, "n": 8, "dx": 16, "R": 4, "base_R": 1},
+    "gd": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
+    "gd-terms": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
+    "gemm": {"k": 2048},
+}
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
 
 
@@ -72,6 +87,8 @@ def _issue_sizes(config: pytest.Config) -> bool:
 
 @pytest.fixture(scope="module")
 def S(request):
+    if os.environ.get("LEMMACHECK_BENCH") == "wide":
+        return WIDE
     return ISSUE if _issue_sizes(request.config) else CI
 
 
