@@ -101,3 +101,40 @@ class StandInDevice(TorchFunctionMode):
                                f"stand-in device and cpu! (in {getattr(func, '__name__', func)})")
         _mark(out, DEV if on_dev else CPU)
         return out
+
+
+class NumpyBoundaryOnly:
+    """The cheap form of the check, for every claim: while active, `Tensor.numpy()` and `numpy.asarray(tensor)`
+    raise unless called from lemmacheck.boundary (to_numpy moves to the CPU first). Device-agnostic code never
+    reads a tensor into numpy any other way, so this catches every read that fails on CUDA, without the per-operation
+    cost of `StandInDevice` (which also catches device mixing, and runs on the planted bugs)."""
+
+    ALLOWED = ("lemmacheck.boundary",)
+
+    def __enter__(self):
+        import sys
+
+        self._saved = (torch.Tensor.numpy, torch.Tensor.__array__)
+        numpy_, array_ = self._saved
+        allowed = self.ALLOWED
+
+        def check(what: str) -> None:
+            caller = sys._getframe(2).f_globals.get("__name__", "")
+            if caller not in allowed and not caller.startswith("torch."):  # torch re-dispatching an allowed call
+                raise TypeError(f"can't convert stand-in device tensor to numpy ({what} in {caller}): read tensors "
+                                "through lemmacheck.boundary.to_numpy, which moves them to the CPU first")
+
+        def numpy(self, *a, **k):
+            check(".numpy()")
+            return numpy_(self, *a, **k)
+
+        def array(self, *a, **k):
+            check("numpy.asarray")
+            return array_(self, *a, **k)
+
+        torch.Tensor.numpy, torch.Tensor.__array__ = numpy, array
+        return self
+
+    def __exit__(self, *exc):
+        torch.Tensor.numpy, torch.Tensor.__array__ = self._saved
+        return False

@@ -90,7 +90,7 @@ def seeded_generator(seed: int) -> torch.Generator:
     """A CPU generator whose whole mt19937 state comes from SeedSequence(seed): `manual_seed` keeps only the low
     32 bits (s and s + 2**32 would draw the same numbers), which makes distinct 64-bit shard seeds collide."""
     gen = torch.Generator().manual_seed(seed & 0xFFFFFFFF)  # a valid header: next word 0, twist on first draw
-    state = gen.get_state().numpy().copy()
+    state = to_numpy(gen.get_state()).copy()
     words = state[_MT_OFFSET:_MT_OFFSET + 8 * _MT_WORDS].view(np.uint64)
     if state.size < _MT_OFFSET + 8 * _MT_WORDS or int(words[0]) != seed & 0xFFFFFFFF:
         raise RuntimeError("torch's CPU generator state layout changed: update runner.seeded_generator")
