@@ -145,3 +145,21 @@ def test_the_report_says_how_many_decades_and_what_growth_the_sweep_could_miss()
 
     facts = dict(_scaling_facts(s))
     assert facts["log growth in m"].startswith("6.3 decades; b = ")
+
+
+def test_a_constant_that_flattens_at_the_top_is_not_log_growth():
+    """Exact (zero-width) values rising 1.74, 1.83, 1.86 over x = 16, 64, 256: an exponent of log x near 0.1 over
+    the sweep, but 0.05 over the last step: decelerating as convergence does, so not flagged. The same values with
+    the last step rising at the sweep's rate (b = 0.5 throughout) are flagged."""
+    from lemmacheck.verdicts import _log_growth
+
+    log_x = np.log(np.array([[16.0], [64.0], [256.0]]))
+    flat = np.log(np.array([1.737, 1.834, 1.859]))
+    res = _log_growth(["H"], log_x, flat, flat, flat, True)["H"]
+    assert res["b_ci"][0] > 0.1 and res["b_last_ci"][1] < 0.1 and not res["growing"]
+    grow = 0.5 * np.log(log_x[:, 0])
+    res = _log_growth(["H"], log_x, grow, grow - 0.01, grow + 0.01, True)["H"]
+    assert res["growing"] and res["b_ci"][0] <= 0.5 <= res["b_ci"][1] and not res["decisive"]  # 1.2 decades
+    # a lower bound's constant decaying like (log x)^-1/2 is the same test on 1/C
+    res = _log_growth(["H"], log_x, -grow, -grow - 0.01, -grow + 0.01, False)["H"]
+    assert res["growing"] and res["direction"] == "decay"
