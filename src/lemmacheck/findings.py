@@ -26,8 +26,8 @@ SEVERITIES = ("main-result", "lemma", "proof-step", "remark")
 EVIDENCE = ("exact", "regime-path")
 LEAD_REASONS = ("finite-width", "out-of-regime", "disclaimed", "hidden-constant", "off-scale", "misread")
 # Words by which a claim file's own notes or finding text say it is not a refutation: such a claim is a lead.
-DISCLAIMERS = re.compile(r"not a refutation|no refutation|could absorb|out of regime only|\ba lead\b|\blead:",
-                         re.IGNORECASE)
+DISCLAIMERS = re.compile(r"not a refutation|no refutation|could absorb|out of regime only|\ba lead\b|\blead:|^\s*lead\b",
+                         re.IGNORECASE | re.MULTILINE)
 
 _FINDING_FIELDS = {"id", "results", "claims", "kind", "severity", "evidence", "statement", "configuration",
                    "regime_path", "impact", "repair", "reproduce", "witness"}
