@@ -142,6 +142,7 @@ def table(seeds: int, only: str | None = None) -> str:
         "",
         "```bash",
         f"python scripts/calibration.py --seeds {seeds} > docs/calibration.md",
+        f"python scripts/calibration.py --seeds {seeds} --section power >> docs/calibration.md",
         "```",
         "",
         f"Settings: delta = {DELTA}, alpha = {DEFAULT_ALPHA:g} per configuration (two-sided Clopper-Pearson),",
