@@ -19,7 +19,7 @@ from lemmacheck.progress import Progress, RunProgress
 from lemmacheck.runner import evaluate, run_claims
 from lemmacheck.store import Store
 
-LINE = re.compile(r"^run: (\d+)/(\d+) shards \((\d+)%\), claims (\d+)/(\d+) finished, (\d+) violations so far, "
+LINE = re.compile(r"^run: (\d+)/(\d+) shards \((\d+)%\), claims (\d+)/(\d+) finished, (\d+) violating configs, "
                   r"elapsed \d+:\d\d(, ETA \d+:\d\d)?$")
 
 
@@ -41,7 +41,8 @@ def test_plain_lines_count_shards_claims_and_violations(claims_dir):
     assert parsed[1][7] and not parsed[-1][7]  # an ETA while running, none when done
     assert [int(m[4]) for m in parsed] == [0] * 20 + [1]  # the claim finishes with its last shard
     res = evaluate(store, rid, claims)[0]
-    assert int(parsed[-1][6]) == sum(c.violations for c in res.configs) == 100
+    assert sum(c.violations for c in res.configs) == 100  # every draw of the B = 0.5 configuration
+    assert int(parsed[-1][6]) == sum(c.violations > 0 for c in res.configs) == 1  # counted once: configurations
 
 
 def test_lines_are_periodic_and_off_is_silent():
@@ -89,7 +90,7 @@ def test_a_bar_on_a_terminal(tmp_path, claims_dir):
     tty = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0
     assert "\r" in tty and "20/20" in tty and "100%" in tty and "shard/s" in tty  # tqdm redraws one line
-    assert "claims 1/1 finished, 0 violations so far" in tty
+    assert "claims 1/1 finished, 0 violating configs" in tty
     assert "run: 1/20 shards" not in tty  # not the plain lines
     assert out.decode().startswith("claim ")  # the table on stdout, untouched by the bar
 

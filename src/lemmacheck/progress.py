@@ -1,6 +1,7 @@
 """Progress of long commands (`run`, `hunt`, `report`) on stderr.
 
-On a terminal: a tqdm bar (done/total, rate, ETA) with claims finished and violations so far beside it.
+On a terminal: a tqdm bar (done/total, rate, ETA) with claims finished and configurations with violations so
+far beside it.
 Off a terminal (CI logs, pipes): one plain line every `interval` seconds and one at the end, so a log shows
 that the run is alive without a line per shard. Silent with `--quiet` or when stdout carries JSON and stderr
 would be mixed into it. stdout is never written: it carries the command's result.
@@ -126,14 +127,15 @@ class Progress:
 
 
 class RunProgress(Progress):
-    """The runner's hook: shards done/total, claims finished, violations so far (draws beyond the bound at the
-    configuration's parameters; for hidden-constant claims, at the constants' illustrative values)."""
+    """The runner's hook: shards done/total, claims finished, configurations with a violation so far (a draw beyond
+    the bound at the configuration's parameters). Hidden-constant (scaling) claims are left out: their bound at the
+    constants' illustrative values (C = 1) refutes nothing, so counting its draws would only alarm."""
 
     def __init__(self, claims: list[Any], *, verbose: bool = False, **kw: Any):
         super().__init__("run", "shard", **kw)
         self.claims = {c.id: c for c in claims}
         self.outstanding: dict[str, int] = {c.id: 0 for c in claims}
-        self.violations = 0
+        self.violating: set[tuple[str, int]] = set()  # (claim, configuration) with a draw beyond the bound
         self.errors = 0
         self.verbose = verbose
 
@@ -146,8 +148,8 @@ class RunProgress(Progress):
         self.outstanding[task.claim_id] -= 1
         if rec.error:
             self.errors += 1
-        else:
-            self.violations += self._violations(task, rec)
+        elif self._violations(task, rec):
+            self.violating.add((task.claim_id, task.config_index))
         if self.verbose:
             self.note(f"{rec.claim_id} config {rec.config_index} shard {rec.shard_index}: {len(rec.value)} draws, "
                       f"{rec.seconds:.2f} s" + (f", error: {rec.error}" if rec.error else ""))
@@ -158,7 +160,7 @@ class RunProgress(Progress):
 
         claim = self.claims.get(task.claim_id)
         chk = getattr(claim, "check", None)
-        if chk is None:
+        if chk is None or chk.constants:  # a scaling claim: C = 1 is illustrative, not the claim
             return 0
         try:
             bound = chk.bound.evaluate({**chk.regime_constants, **task.params})
@@ -169,5 +171,5 @@ class RunProgress(Progress):
 
     def describe(self) -> str:
         finished = sum(1 for n in self.outstanding.values() if n == 0)
-        text = f"claims {finished}/{len(self.outstanding)} finished, {self.violations} violations so far"
+        text = f"claims {finished}/{len(self.outstanding)} finished, {len(self.violating)} violating configs"
         return text + (f", {self.errors} shard errors" if self.errors else "")
