@@ -33,3 +33,23 @@ def test_axis_labels_are_distinct_on_a_narrow_axis():
         for ticks in (linear_ticks(lo, hi), *([log_ticks(lo, hi)] if lo > 0 else [])):
             labels = [lab for _, lab in ticks]
             assert len(set(labels)) == len(labels), (lo, hi, labels)
+
+
+def test_show_of_a_holding_scaling_claim_prints_no_violation_count():
+    """`show`/failure text of a hidden-constant claim: the draws above the bound at C = 1 are illustrative, and are
+    not printed as 'violations k/n'."""
+    from pathlib import Path
+
+    from lemmacheck.claims import load_claims
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+    from lemmacheck.summary import failure_text
+
+    path = Path(__file__).resolve().parents[1] / "claims" / "zou2018" / "lemma-a.11-li-liang-probability.toml"
+    claims, errors = load_claims([path])
+    assert not errors
+    store = Store(":memory:")
+    res = evaluate(store, run_claims(claims, store, paths=["x"]), claims)[0]
+    text = failure_text(res)
+    assert res.verdict == "holds" and res.scaling is not None
+    assert "draws above the bound at" in text and "violations " not in text

@@ -224,16 +224,21 @@ def failure_text(res: ClaimResult) -> str:
                      f"median {_fmt(worst.slack_median)}")
         rate = ("violation-rate interval" if rate_is_probability(c) else
                 "search hit rate (draws of a search for a counterexample, not a probability)")
-        lines.append(f"    violations {worst.violations}/{worst.replicates}, {rate} "
-                     f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
-                     + (f"; method: {worst.method}" if worst.method else ""))
+        if chk is not None and chk.constants:  # a count at C = 1 is no violation of a hidden-constant claim
+            lines.append(f"    draws above the bound at {chk.hidden_constants_at()}: {worst.violations}/{worst.replicates} "
+                         "(illustrative only: no violation count; the verdict comes from the scaling fit below)"
+                         + (f"; method: {worst.method}" if worst.method else ""))
+        else:
+            lines.append(f"    violations {worst.violations}/{worst.replicates}, {rate} "
+                         f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
+                         + (f"; method: {worst.method}" if worst.method else ""))
         if worst.sequential and worst.drawn < worst.planned:
             lines.append(f"    stopped early: {worst.drawn} of {worst.planned} planned draws decided it "
                          "(anytime-valid confidence sequence)")
         if worst.not_reached:
             lines.append(f"    not reached within {worst.budget} steps: {worst.not_reached}/{worst.replicates} draws")
         if chk is not None and chk.constants:
-            lines.append(f"    (hidden constants at {chk.hidden_constants_at()}: this bound, slack and these violations only illustrate; "
+            lines.append(f"    (hidden constants at {chk.hidden_constants_at()}: this bound and slack only illustrate; "
                          "the verdict comes from the scaling fit below)")
     if res.scaling:
         s = res.scaling
