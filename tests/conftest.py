@@ -3,7 +3,11 @@
 from pathlib import Path
 
 import pytest
-from plugins import CLAIMS
+from plugins import CLAIMS, paper
+
+# In-process tests build toy claims on zou2018's network in temporary folders: load that plugin once here, so a
+# test file passes alone as well as in the suite (subprocess tests get TOY_EXTENSION beside their claims).
+paper("zou2018")
 
 # The toy claims below use zou2018's network and quantities: a plugin of the toy folder reuses that paper's
 # plugin, as a user's paper may reuse a shipped one (lemmacheck.claims.load_extension).
