@@ -47,6 +47,18 @@ def _progress_mode(a: argparse.Namespace) -> str:
     return "auto"
 
 
+def _input_details(reg, items: list[dict]) -> None:
+    """Add each input generator's declared fields and, where a field chooses a geometry, every geometry's
+    description (`list --inputs` lists what a claim's `inputs` may say, in full)."""
+    from .inputs import GEOMETRIES
+
+    for it in items:
+        fields = reg.get(it["name"]).extra.get("fields") or {}
+        it["fields"] = {k: (v if isinstance(v, str) else list(v)) for k, v in fields.items()}
+        if fields.get("geometry") is not None and not isinstance(fields["geometry"], str):
+            it["geometries"] = {g: GEOMETRIES[g].description for g in fields["geometry"] if g in GEOMETRIES}
+
+
 def cmd_list(a: argparse.Namespace) -> int:
     if a.quantities or a.networks or a.inputs:
         from .builtin import load_installed_extensions  # the engine's own register on import of builtin
@@ -58,12 +70,25 @@ def cmd_list(a: argparse.Namespace) -> int:
             load_extension(folder)  # each paper's plugin, as loading its claims would
         reg = QUANTITIES if a.quantities else NETWORKS if a.networks else INPUTS
         items = describe(reg)
+        if a.inputs:
+            _input_details(reg, items)
         if a.json:
             print(json.dumps(items, indent=2))
         else:
+            import shutil
+            import textwrap
+
+            width = max(80, shutil.get_terminal_size((110, 24)).columns)
             for it in items:
                 nets = f" [{', '.join(it['networks'])}]" if it["networks"] else ""
-                print(f"{it['name']:32s} {it['description']}{nets}")
+                # wrapped, never cut: every generator's fields and every geometry with what it does
+                print(textwrap.fill(f"{it['name']:32s} {it['description']}{nets}", width, subsequent_indent=" " * 33))
+                for name, kind in (it.get("fields") or {}).items():
+                    what = (kind if isinstance(kind, str) else "one of the geometries below"
+                            if name == "geometry" and it.get("geometries") else "one of " + ", ".join(kind))
+                    print(textwrap.fill(f"{'':33s}{name}: {what}", width, subsequent_indent=" " * 35))
+                for g, text in (it.get("geometries") or {}).items():
+                    print(textwrap.fill(f"{'':35s}{g}: {text}", width, subsequent_indent=" " * 37))
         return 0
     claims, errors = _load(a.paths)
     rows = [{"id": c.id, "paper": c.paper, "result": c.result, "kind": c.kind, "title": c.title, "mode": c.mode,
