@@ -53,3 +53,16 @@ def test_show_of_a_holding_scaling_claim_prints_no_violation_count():
     text = failure_text(res)
     assert res.verdict == "holds" and res.scaling is not None
     assert "draws above the bound at" in text and "violations " not in text
+
+
+def test_list_inputs_prints_every_geometry_in_full_wrapped(capsys, monkeypatch):
+    from lemmacheck.cli import main
+    from lemmacheck.inputs import GEOMETRIES
+
+    monkeypatch.setenv("COLUMNS", "90")
+    assert main(["list", "--inputs"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 90  # wrapped to the terminal, not one long line
+    flat = " ".join(out.split())
+    for g in GEOMETRIES.values():  # every geometry and its whole description
+        assert f"{g.name}: {' '.join(g.description.split())}" in flat
