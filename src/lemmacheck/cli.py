@@ -369,11 +369,17 @@ def cmd_repro(a: argparse.Namespace) -> int:
             raise LemmacheckError(f"--{k.replace('_', '-')} {getattr(a, k)}: expected a positive integer")
     res = repro(claim, _repro_params(claim, a.params), a.seed, a.replicates, a.shard_size,
                 pinned=_repro_pinned(claim, a.pinned))
+    note = ""
+    if claim.check.constants:  # a hidden-constant claim: its verdict is a fit across configurations
+        note = (f"note: {claim.id} is checked as a scaling law, and one configuration cannot fit a slope, so this "
+                "replay reads inconclusive whatever the run said; it reproduces this configuration's draws exactly. "
+                f"To replay the whole fit, rerun the claim at the run's seed: lemmacheck run {claim.source} "
+                "--profile <quick|full> --seed <run seed>")
     if a.json:
-        _err(failure_text(res))  # stdout is the JSON document alone
+        _err(failure_text(res) + (f"\n{note}" if note else ""))  # stdout is the JSON document alone
         print(json.dumps(claim_json(res), indent=1))
     else:
-        print(failure_text(res))
+        print(failure_text(res) + (f"\n{note}" if note else ""))
     return 0
 
 
