@@ -66,3 +66,13 @@ def test_list_inputs_prints_every_geometry_in_full_wrapped(capsys, monkeypatch):
     flat = " ".join(out.split())
     for g in GEOMETRIES.values():  # every geometry and its whole description
         assert f"{g.name}: {' '.join(g.description.split())}" in flat
+
+
+def test_repro_of_a_scaling_claims_configuration_says_one_configuration_cannot_fit_a_slope(capsys):
+    from lemmacheck.cli import main
+
+    rc = main(["repro", "zou2018/lemma-a.11/li-liang-probability", "--params", '{"n": 4, "iphi": 4, "t": 1.0}',
+               "--seed", "1", "--replicates", "20", "--shard-size", "20"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "one configuration cannot fit a slope" in out and "--seed <run seed>" in out
