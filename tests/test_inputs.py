@@ -210,4 +210,4 @@ def test_half_space_labels_are_linearly_separable():
 def test_every_label_pattern_of_small_n():
     P = all_patterns(4)
     assert len(P) == 8 and len({tuple(p) for p in P}) == 8 and all(p[0] == 1 for p in P)
-    assert set(LABELS) == {"rademacher", "constant", "by-cluster", "half-space"}
+    assert set(LABELS) == {"rademacher", "constant", "by-cluster", "half-space", "parity", "null-vector"}

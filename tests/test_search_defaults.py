@@ -176,3 +176,26 @@ def test_default_hunt_budget_scales_with_the_profile():
     budgets = [hunt_budget(c, "full") for c in claims if c.check is not None]
     assert budgets and all(DEFAULT_HUNT_MIN <= b <= DEFAULT_HUNT_MAX for b in budgets if b)
     assert all(hunt_budget(c, "quick") == c.profiles["quick"].hunt for c in claims if "quick" in c.profiles)
+
+
+@pytest.mark.parametrize("name", ["null-combination", "step-edge"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_full_profile_finds_what_the_grid_and_default_draws_miss(p2, name, seed):
+    # null-combination: Gaussian coefficients never lie in the data's null space; the hunt moves them through
+    # ctx.coefficients (its families) and the data to dependent points. step-edge: the grid stops short of h = 1.
+    claim = p2[name]
+    grid_only = copy.deepcopy(claim.raw)
+    grid_only["profiles"]["full"]["hunt"] = 0
+    assert _full(parse_claim(grid_only, claim.source), seed).verdict == "holds"
+    res = _full(claim, seed)
+    assert res.verdict == "violated"
+    bad = [c for c in res.configs if c.violations]
+    assert bad and all(c.pinned or name == "step-edge" for c in bad)
+    if name == "null-combination":
+        # a non-default coefficient family, on data where it lies in the null space (dependent points)
+        for c in bad:
+            assert c.pinned.get("coefficients") not in (None, "gaussian")
+            X = torch.tensor(c.pinned["points"], dtype=torch.float64)
+            assert torch.linalg.matrix_rank(X) < len(X)
+    else:
+        assert all(c.params["h"] == 1.0 for c in bad)

@@ -23,7 +23,7 @@ from typing import Any
 from .builtin import load_installed_extensions
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
-from .inputs import check_points, check_premises, label_pattern
+from .inputs import check_points, check_premises, coefficient_spec, label_pattern
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
@@ -482,7 +482,7 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     if inputs:
         ik = inputs.get("kind")
         # Labels alone (a quantity that draws labels but no data) need no generator.
-        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels"}):
+        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients"}):
             raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
         spec = INPUTS.get(ik).extra.get("fields", {}) if ik is not None else {}
         for k, v in inputs.items():
@@ -493,6 +493,12 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     label_pattern(v)
                 except ValueError as e:
                     raise ClaimError(path, "inputs.labels", str(e)) from None
+                continue
+            if k == "coefficients":  # drawn by ctx.coefficients: a family name or an explicit list
+                try:
+                    coefficient_spec(v)
+                except ValueError as e:
+                    raise ClaimError(path, "inputs.coefficients", str(e)) from None
                 continue
             if k == "premises":  # hypotheses on the data (inputs.PREMISES), met by every dataset run or hunted
                 try:

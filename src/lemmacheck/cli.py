@@ -492,7 +492,7 @@ def cmd_hunt(a: argparse.Namespace) -> int:
                   "of the claim replays it first")
         # one shard of ce.replicates draws from the configuration seed, the dataset/labels/search pinned: exact
         pins = {k: v for k, v in (("points", ce.points), ("labels", _signs(ce.labels) if ce.labels else None),
-                                  ("search", ce.search or None)) if v is not None}
+                                  ("search", ce.search or None), ("coefficients", ce.coefficients)) if v is not None}
         print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates, pins or None))
         return 1
     return 0

@@ -15,7 +15,7 @@ import torch
 
 from .errors import EstimatorError
 from .expressions import parse
-from .inputs import broken_premises, draw_labels, meets_premises, pinned_dataset
+from .inputs import broken_premises, draw_coefficients, draw_labels, meets_premises, pinned_dataset
 from .registry import INPUTS
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -73,6 +73,7 @@ class Context:
         for every replicate."""
         spec = dict(self.inputs_spec)
         spec.pop("labels", None)  # drawn by ctx.labels
+        spec.pop("coefficients", None)  # drawn by ctx.coefficients
         premises = spec.pop("premises", ())  # hypotheses on the data every dataset must meet (inputs.PREMISES)
         points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")
@@ -120,6 +121,16 @@ class Context:
             X = self._last_inputs
         spec = self.inputs_spec.get("labels", "rademacher")
         return draw_labels(self.generator, spec, self.replicates, n, X, self.dtype).to(self.device)
+
+    def coefficients(self, n: int, X: torch.Tensor | None = None) -> torch.Tensor:
+        """Coefficient vectors (R, n) a statement quantifies over ("for any a", "q != 0") from the claim's
+        `inputs.coefficients` (inputs.COEFFICIENTS: gaussian by default, ones, parity, first, null-vector, or an
+        explicit list), so runs and hunts can move them. Data-dependent families use X (R, n, d), else the
+        datasets ctx.inputs() last drew."""
+        if X is None and self._last_inputs is not None and self._last_inputs.shape[-2] == n:
+            X = self._last_inputs
+        spec = self.inputs_spec.get("coefficients", "gaussian")
+        return draw_coefficients(self.generator, spec, self.replicates, n, X, self.dtype).to(self.device)
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, dtype=self.dtype).to(self.device)

@@ -39,7 +39,7 @@ def load(claim: Claim) -> list[Probe]:
 
 
 def _key(p: Probe) -> str:
-    return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates])
+    return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates, p.coefficients])
 
 
 def hunts(claim: Claim) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
     out = []
     for e in load(claim):
         again = probe(claim, e.params, 0, e.replicates, points=e.points, labels=e.labels, search=e.search or None,
-                      seed=e.seed, geometry=e.geometry)
+                      seed=e.seed, geometry=e.geometry, coefficients=e.coefficients)
         again.found_by = e.found_by
         out.append((e, again))
     return out
@@ -94,18 +94,20 @@ def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
 def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     """(params, configuration seed, replicates, claim definition) of every corpus entry, for the runner: the
     definition is the claim pinned to the entry's dataset, labels and search, run as one shard."""
-    return [(dict(e.params), e.seed, e.replicates, pinned(claim, e.points, e.labels, e.search or None).snapshot)
-            for e in load(claim)]
+    return [(dict(e.params), e.seed, e.replicates,
+             pinned(claim, e.points, e.labels, e.search or None, e.coefficients).snapshot) for e in load(claim)]
 
 
 # The full profile hunts every claim that does not say otherwise (`hunt = N` in [profiles.full] sets the examples,
 # `hunt = 0` turns it off). The default budget scales with what the profile itself draws: examples =
 # clamp(profile draws / 96, DEFAULT_HUNT_MIN, DEFAULT_HUNT_MAX) Hypothesis examples plus as many stratified cases,
-# at most 3 x examples probes of HUNT_REPLICATES draws: about a quarter of the profile's own draws (at least
-# 6 x 3 x 8 = 144, at most 20 x 3 x 8 = 480), over the declared domain with every integer parameter (widths,
-# depths, n, d) capped at the largest value the profile's configurations run (sizes it already affords).
+# at most 3 x examples probes of HUNT_REPLICATES draws: about an eighth of the profile's own draws (at least
+# 6 x 3 x 4 = 72, at most 20 x 3 x 4 = 240), over the declared domain with every integer parameter (widths,
+# depths, n, d) capped at the largest value the profile's configurations run (sizes it already affords). One
+# violating draw breaks an "always" claim; a probabilistic one is confirmed on more draws (hunt's `confirm`).
+# Hunts run while the run is planned, in the planning process (not spread over --workers).
 DEFAULT_HUNT_MIN, DEFAULT_HUNT_MAX = 6, 20
-HUNT_REPLICATES = 8
+HUNT_REPLICATES = 4
 
 
 def hunt_budget(claim: Claim, profile: str) -> int:
@@ -130,7 +132,10 @@ def affordable(claim: Claim, profile: str) -> Claim:
 
     cfgs = claim.profiles[profile].configs if profile in claim.profiles else ()
     raw = copy.deepcopy(claim.raw)
-    raw.pop("profiles", None)  # configurations beyond the caps would not validate; the hunt needs none
+    # every profile becomes this one's configurations (within the caps by definition), so the capped claim validates
+    own = [dict(c) for c in cfgs]
+    raw["profiles"] = {name: {"configs": own, "replicates": prof.replicates, "shard_size": prof.shard_size}
+                       for name, prof in claim.profiles.items()} if own else raw.get("profiles", {})
     changed = False
     for k, p in claim.params.items():
         cap = max((c[k] for c in cfgs if k in c), default=None)
@@ -160,4 +165,5 @@ def hunted(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLIC
     best = res.counterexample or res.worst()
     if best is None or (res.counterexample is None and claim.mode == "scaling"):
         return []  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
-    return [(dict(best.params), best.seed, pinned(claim, best.points, best.labels, best.search or None).snapshot)]
+    return [(dict(best.params), best.seed,
+             pinned(claim, best.points, best.labels, best.search or None, best.coefficients).snapshot)]

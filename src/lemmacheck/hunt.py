@@ -56,6 +56,7 @@ class Probe:
     significant: bool = False  # a violation by the claim's own standard (see module doc)
     violation_ci: tuple[float, float] = (0.0, 1.0)
     found_by: str = "hypothesis"
+    coefficients: str | list[float] | None = None  # a pinned coefficient family or vector (ctx.coefficients)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -93,10 +94,10 @@ class HuntResult:
 
 
 def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | str | None = None,
-           search: str | None = None) -> Claim:
+           search: str | None = None, coefficients: str | list[float] | None = None) -> Claim:
     """The claim with its dataset and/or labels fixed (every replicate uses them) and its perturbation search
     replaced: an ordinary claim the runner executes and a corpus entry replays."""
-    if points is None and labels is None and not search:
+    if points is None and labels is None and not search and coefficients is None:
         return claim
     raw = copy.deepcopy(claim.raw)
     inputs = raw.setdefault("inputs", {})
@@ -104,6 +105,8 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
         inputs["points"] = points
     if labels is not None:
         inputs["labels"] = labels if isinstance(labels, str) else "".join("+" if v > 0 else "-" for v in labels)
+    if coefficients is not None:
+        inputs["coefficients"] = coefficients
     if search:
         raw.setdefault("check", {})["search"] = search
     return parse_claim(raw, claim.source)
@@ -117,7 +120,7 @@ def pins_of(claim: Claim, definition: str) -> dict[str, Any] | None:
         return None
     raw = json.loads(definition)
     inputs, own = raw.get("inputs", {}) or {}, claim.raw.get("inputs", {}) or {}
-    out = {k: inputs[k] for k in ("points", "labels") if k in inputs and inputs[k] != own.get(k)}
+    out = {k: inputs[k] for k in ("points", "labels", "coefficients") if k in inputs and inputs[k] != own.get(k)}
     search = (raw.get("check") or {}).get("search")
     if search and search != (claim.raw.get("check") or {}).get("search"):
         out["search"] = search
@@ -128,20 +131,20 @@ def apply_pins(claim: Claim, pins: dict[str, Any] | None) -> Claim:
     """The claim pinned as `pins` (pins_of's form) says; unknown keys are refused by name."""
     if not pins:
         return claim
-    extra = set(pins) - {"points", "labels", "search"}
+    extra = set(pins) - {"points", "labels", "search", "coefficients"}
     if extra:
-        raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search")
-    return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"))
+        raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search, coefficients")
+    return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"), pins.get("coefficients"))
 
 
 def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,
           points: list[list[float]] | None = None, labels: list[int] | None = None, search: str | None = None,
-          seed: int | None = None, geometry: str = "") -> Probe:
+          seed: int | None = None, geometry: str = "", coefficients: str | list[float] | None = None) -> Probe:
     """Run one case through the runner's shard code: seed = the configuration's (run seed, claim, params)
     seed unless given (a corpus replay passes the recorded one)."""
     chk = claim.check
     assert chk is not None
-    run = pinned(claim, points, labels, search)
+    run = pinned(claim, points, labels, search, coefficients)
     seed = config_seed(run_seed, claim.id, params) if seed is None else seed
     rec = execute_shard(ShardTask(str(claim.source), run.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0),
                                   replicates))
@@ -161,7 +164,7 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
     k = cr.nonpositive if claim.mode == "scaling" else cr.violations
     sl = cr.slack_min if cr.slack_min is not None and not math.isnan(cr.slack_min) else math.inf
     return Probe(dict(params), seed, float(sl), int(k), bool(cr.in_regime), replicates, points, labels, geometry,
-                 search or "", cr.verdict == "violated", tuple(cr.violation_ci))
+                 search or "", cr.verdict == "violated", tuple(cr.violation_ci), coefficients=coefficients)
 
 
 def _context(claim: Claim, params: dict[str, float], replicates: int, gen: torch.Generator,
@@ -184,6 +187,10 @@ class _Recorder(Context):
     def labels(self, n: int, X: torch.Tensor | None = None) -> torch.Tensor:
         self.drew.add("labels")
         return super().labels(n, X)
+
+    def coefficients(self, n: int, X: torch.Tensor | None = None) -> torch.Tensor:
+        self.drew.add("coefficients")
+        return super().coefficients(n, X)
 
 
 def draws(claim: Claim, params: dict[str, float]) -> set[str]:
@@ -210,7 +217,7 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
     sseed = shard_seed(start.seed, 0)
     R = start.replicates or 8
     q = QUANTITIES.get(chk.quantity).obj
-    run = pinned(claim, None, start.labels, start.search or None)
+    run = pinned(claim, None, start.labels, start.search or None, start.coefficients)
 
     def objective(X: torch.Tensor) -> torch.Tensor:
         gen = torch.Generator().manual_seed(sseed & 0xFFFFFFFFFFFF)
@@ -228,7 +235,8 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
         return None
     try:  # a moved dataset that breaks a declared premise is refused by the estimator: no result
         p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
-                  search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}")
+                  search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}",
+                  coefficients=start.coefficients)
     except RuntimeError:
         return None
     p.found_by = "gradient adversary"
@@ -262,6 +270,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     has_shape = dataset_shape(claim, default) is not None
     data = ("inputs" in drawn and has_shape) if data is None else data
     labels = ("labels" in drawn) if labels is None else labels
+    coefficients = "coefficients" in drawn and "coefficients" not in (claim.inputs or {})
     search = search if search is not None else ESCALATE.get(chk.search, "")
     result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
@@ -278,10 +287,10 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
                 return None
             try:
                 p = probe(claim, case.params, seed, replicates, points=case.points, labels=case.labels,
-                          search=search or None, geometry=case.geometry)
+                          search=search or None, geometry=case.geometry, coefficients=case.coefficients)
                 if claim.mode == "probabilistic" and p.violations and not p.significant and confirm > replicates:
                     p = probe(claim, case.params, seed, confirm, points=case.points, labels=case.labels,
-                              search=search or None, geometry=case.geometry)
+                              search=search or None, geometry=case.geometry, coefficients=case.coefficients)
             except RuntimeError:
                 p = None  # configurations the estimator cannot handle (e.g. odd width) are skipped
             seen[key] = p  # type: ignore[assignment]
@@ -294,7 +303,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     @hseed(seed)
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.target, Phase.shrink])
-    @given(cases(claim, data=bool(data), labels=bool(labels)))
+    @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients))
     def search_cases(case) -> None:
         p = run_case(case)
         if p is None:
@@ -316,7 +325,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         return p is not None and p.significant and (p.in_regime or not in_regime_only)
 
     if result.counterexample is None and stratified:
-        for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain):
+        for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain,
+                           coefficients=coefficients):
             p = run_case(case)
             if breaks(p):
                 assert p is not None
@@ -344,7 +354,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         try:  # None when the simplified dataset breaks a declared premise (the estimator refuses it)
             p = None if simple is None else probe(claim, ce.params, seed, ce.replicates, points=simple,
                                                   labels=ce.labels, search=ce.search or None,
-                                                  geometry=f"{ce.geometry} (principal axes)")
+                                                  geometry=f"{ce.geometry} (principal axes)",
+                                                  coefficients=ce.coefficients)
         except RuntimeError:
             p = None
         if p is not None and p.significant:
@@ -377,7 +388,7 @@ def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int
         for y in (pattern, [-v for v in pattern]):
             try:
                 p = probe(claim, worst.params, seed, replicates, points=worst.points, labels=y, search=search,
-                          geometry=worst.geometry)
+                          geometry=worst.geometry, coefficients=worst.coefficients)
             except RuntimeError:
                 continue
             p.found_by = "every labelling"

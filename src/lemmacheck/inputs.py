@@ -271,6 +271,45 @@ def _duplicated(gen, R, n, d, sep, dtype):
     return X
 
 
+def hypercube_vertices(n: int, d: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The first n vertices of the k-cube {+-1}^k / sqrt(k) (k = min(d, smallest k with 2^k >= n)) in antipodal
+    pairs (v, -v), v with first coordinate +1 in lexicographic order: an (n, k) matrix closed under x -> -x for
+    even n."""
+    k = 1
+    while 2 ** k < n and k < d:
+        k += 1
+    half = [v for v in itertools.product((1.0, -1.0), repeat=k) if v[0] > 0]
+    rows = [r for v in half for r in (v, tuple(-x for x in v))][:n]
+    return torch.tensor(rows, dtype=dtype) / math.sqrt(k)
+
+
+def _hypercube_admits(n: int, d: int, sep: float) -> str | None:
+    if n > 2 ** d:
+        return f"needs n <= 2^d (n={n}, d={d})"
+    if n >= 2 and float(min_separation(hypercube_vertices(n, d)[None])[0]) < sep * (1 - 1e-12):
+        return f"cube vertices are closer than phi = {sep:g}"
+    return None
+
+
+@_geometry("hypercube", "vertices of the cube {+-1}^k / sqrt(k) in antipodal pairs, in a random frame: closed under "
+           "x -> -x for even n", fixed=True, admits=_hypercube_admits)
+def _hypercube(gen, R, n, d, sep, dtype):
+    return _embed(gen, R, hypercube_vertices(n, d, dtype), d)
+
+
+@_geometry("symmetric-plus-close-pair", "n - 2 points in antipodal pairs (closed under x -> -x) plus a close pair "
+           "at distance exactly phi (1e-3 when phi = 0): a symmetric set and a near-collision at once",
+           admits=lambda n, d, s: None if n >= 4 and d >= 2 else f"needs n >= 4 and d >= 2 (n={n}, d={d})")
+def _symmetric_plus_close(gen, R, n, d, sep, dtype):
+    X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
+    k = n - 2
+    X[:, 1:k:2] = -X[:, 0:k - 1:2]
+    theta = chord_angle(sep) if sep > 0 else 1e-3
+    x = X[:, n - 2]
+    X[:, n - 1] = math.cos(theta) * x + math.sin(theta) * _orthogonal_unit(gen, x)
+    return X
+
+
 def separation_tolerance(separation: float, dtype: torch.dtype) -> float:
     """A dataset meets the separation when min ||x_i - x_j|| >= phi (1 - tol): tol covers the rounding of a
     configuration built exactly at the limit (a few hundred ulps of the dtype)."""
@@ -482,6 +521,28 @@ def _halfspace_labels(gen, R, n, X, dtype):
     return torch.where(torch.einsum("rnd,rd->rn", X, w) >= 0, 1.0, -1.0).to(dtype)
 
 
+@_label("parity", "(-1)^i in the data's order: on data listed in antipodal pairs y(-x) = -y(x)")
+def _parity_labels(gen, R, n, X, dtype):
+    return torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n)], dtype=dtype).expand(R, n).clone()
+
+
+def null_vectors(X: torch.Tensor) -> torch.Tensor:
+    """Unit vectors a (R, n) with X^T a = sum_i a_i x_i as small as the data allow (exactly 0 when the n points
+    are linearly dependent: n > d, or a symmetric set): the last left singular vector of each X (R, n, d), its
+    largest entry made positive."""
+    U, _, _ = torch.linalg.svd(X.detach().to(torch.float64), full_matrices=True)
+    a = U[..., -1]
+    sign = torch.sign(a.gather(-1, a.abs().argmax(-1, keepdim=True)))
+    return (a * torch.where(sign == 0, 1.0, sign)).to(X.dtype)
+
+
+@_label("null-vector", "signs of a null vector a of the data (sum_i a_i x_i = 0 when the points are dependent), "
+        "ties +1", needs_data=True)
+def _null_labels(gen, R, n, X, dtype):
+    assert X is not None
+    return torch.where(null_vectors(X) >= 0, 1.0, -1.0).to(dtype)
+
+
 def label_pattern(spec: Any) -> list[int] | None:
     """An explicit labelling: a list of +-1 or a string of '+'/'-' ("+-+"); None for a family name."""
     if isinstance(spec, str):
@@ -509,6 +570,54 @@ def draw_labels(gen: torch.Generator, spec: Any, R: int, n: int, X: torch.Tensor
     return fam.draw(gen, R, n, X, dtype)
 
 
+# ---------------------------------------------------------------------------------------------- coefficients
+# Coefficient vectors a statement quantifies over ("for any a in R^n", "q != 0"), drawn through ctx.coefficients
+# from the claim's `inputs.coefficients`: a family below or an explicit list of numbers.
+
+COEFFICIENTS: dict[str, tuple[str, bool]] = {  # name -> (description, needs data)
+    "gaussian": ("iid N(0, 1) entries (the default)", False),
+    "ones": ("every entry 1", False),
+    "parity": ("(-1)^i", False),
+    "first": ("e_1: all weight on the first point", False),
+    "null-vector": ("a unit null vector of the data, sum_i a_i x_i = 0 when the points are dependent", True),
+}
+
+
+def coefficient_spec(spec: Any) -> list[float] | None:
+    """A claim's `inputs.coefficients`: a family name (None) or an explicit non-empty list of numbers."""
+    if isinstance(spec, str):
+        if spec in COEFFICIENTS:
+            return None
+        raise ValueError(f"coefficients {spec!r}: one of {list(COEFFICIENTS)}, or a list of numbers")
+    if isinstance(spec, (list, tuple)) and spec and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        for v in spec):
+        return [float(v) for v in spec]
+    raise ValueError(f"coefficients {spec!r}: one of {list(COEFFICIENTS)}, or a list of numbers")
+
+
+def draw_coefficients(gen: torch.Generator, spec: Any, R: int, n: int, X: torch.Tensor | None = None,
+                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Coefficient vectors (R, n) of the family or explicit list `spec` for the datasets X (R, n, d)."""
+    explicit = coefficient_spec(spec)
+    if explicit is not None:
+        if len(explicit) != n:
+            raise EstimatorError(f"coefficients {spec!r} have {len(explicit)} entries for n={n}")
+        return torch.tensor(explicit, dtype=dtype).expand(R, n).clone()
+    if spec == "gaussian":
+        return torch.randn(R, n, generator=gen, dtype=dtype)
+    if spec == "ones":
+        return torch.ones(R, n, dtype=dtype)
+    if spec == "parity":
+        return torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n)], dtype=dtype).expand(R, n).clone()
+    if spec == "first":
+        a = torch.zeros(R, n, dtype=dtype)
+        a[:, 0] = 1.0
+        return a
+    if X is None or X.shape[-2] != n:
+        raise EstimatorError(f"coefficients {spec!r} depend on the data: call ctx.coefficients(n, X)")
+    return null_vectors(X).to(dtype)
+
+
 def all_patterns(n: int) -> list[list[int]]:
     """Every labelling of n points up to a global sign flip (2^(n-1) patterns; the first label is +1)."""
     return [[1, *p] for p in itertools.product((1, -1), repeat=n - 1)] if n else [[]]
@@ -520,4 +629,5 @@ def describe_families() -> dict[str, dict[str, str]]:
         "geometries": {g.name: f"{g.description} [keeps: {', '.join(sorted(g.keeps))}]" for g in GEOMETRIES.values()},
         "labels": {f.name: f.description for f in LABELS.values()},
         "premises": {p.name: p.description for p in PREMISES.values()},
+        "coefficients": {k: v[0] for k, v in COEFFICIENTS.items()},
     }

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from .claims import Claim, Param, config_values
 from .expressions import parse
 from .inputs import (
+    COEFFICIENTS,
     GEOMETRIES,
     LABELS,
     all_patterns,
@@ -35,9 +36,9 @@ from .inputs import (
 from .shards import param_strategy
 
 # Shrinking moves towards the front of a sampled_from: the simplest, most symmetric configurations first.
-GEOMETRY_ORDER = ("cross-polytope", "polygon", "simplex", "lattice", "arc", "antipodal-pairs",
-                  "duplicated-directions", "nearly-collinear", "nearly-orthogonal", "close-pair", "clustered",
-                  "random")
+GEOMETRY_ORDER = ("cross-polytope", "polygon", "simplex", "lattice", "arc", "antipodal-pairs", "hypercube",
+                  "duplicated-directions", "nearly-collinear", "nearly-orthogonal", "close-pair",
+                  "symmetric-plus-close-pair", "clustered", "random")
 ALL_PATTERNS_UP_TO = 8  # labels of n <= 8 points: sampled_from every pattern (2^(n-1) up to sign)
 
 
@@ -52,10 +53,11 @@ class Case:
     geometry: str = ""  # where the dataset came from ("integer" for integer coordinates)
     data_seed: int | None = None  # a stratified case's dataset seed: the same geometry redrawn at another n
     label_family: str = ""  # a stratified case's label family (or "pattern")
+    coefficients: str | None = None  # the coefficient family pinned (inputs.COEFFICIENTS), when one is searched
 
     def key(self) -> str:
         import json
-        return json.dumps([sorted(self.params.items()), self.points, self.labels])
+        return json.dumps([sorted(self.params.items()), self.points, self.labels, self.coefficients])
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -156,7 +158,8 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
     return round(n), round(d), float(sep or 0.0)
 
 
-def cases(claim: Claim, *, data: bool = True, labels: bool = True) -> st.SearchStrategy[Case]:
+def cases(claim: Claim, *, data: bool = True, labels: bool = True,
+          coefficients: bool = False) -> st.SearchStrategy[Case]:
     """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it."""
 
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
@@ -174,6 +177,8 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True) -> st.SearchS
         n_labels = shape[0] if shape is not None else round(params["n"]) if "n" in params else None
         if labels and n_labels:
             case.labels = draw(labelings(n_labels, X))
+        if coefficients:
+            case.coefficients = draw(st.sampled_from(list(COEFFICIENTS)))
         return case
 
     return build()
@@ -209,6 +214,9 @@ def simplest_form(points: list[list[float]], separation: float = 0.0) -> list[li
 # ------------------------------------------------------------------------------------------ stratified cases
 
 EDGE_VALUES = 8  # an integer range with at most this many values is covered whole (small n: odd and even)
+# Sets closed under x -> -x and families built from the data's symmetries: tried first among equally used cells.
+DEGENERATE = frozenset({"cross-polytope", "hypercube", "antipodal-pairs", "polygon", "symmetric-plus-close-pair",
+                        "parity", "null-vector", "ones"})
 
 
 def domain_values(p: Param) -> list[float]:
@@ -229,7 +237,7 @@ def domain_values(p: Param) -> list[float]:
 
 
 def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
-           domain: dict[str, list[float]] | None = None) -> list[Case]:
+           domain: dict[str, list[float]] | None = None, coefficients: bool = False) -> list[Case]:
     """`count` cases spread evenly over every stratum of the claim's domain: each parameter's domain_values,
     the dataset families (every structured geometry and integer coordinates) and the label families, chosen
     greedily so that every value of every dimension is used about equally often (no first-listed bias), the ties
@@ -244,6 +252,8 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         dims["__geometry"] = [*GEOMETRY_ORDER, "integer"]
     if labels:
         dims["__labels"] = ["pattern", *[f for f in LABELS if f != "rademacher"]]
+    if coefficients:
+        dims["__coefficients"] = list(COEFFICIENTS)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
     names = list(dims)
     total = math.prod(len(v) for v in dims.values())
@@ -253,9 +263,18 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         pool = [{k: rng.choice(v) for k, v in dims.items()} for _ in range(4096)]
     rng.shuffle(pool)
     used = {k: dict.fromkeys(map(repr, v), 0) for k, v in dims.items()}
+    ends = {k: (min(v), max(v)) for k, v in dims.items() if not k.startswith("__")}
+
+    def degenerate(cell: dict) -> int:
+        """How many of the cell's values are degenerate (a symmetric geometry, a data-built family, a range end):
+        among equally used cells these come first, where statements break."""
+        return (sum(cell.get(k) in DEGENERATE for k in ("__geometry", "__labels", "__coefficients"))
+                + sum(cell[k] in ends[k] for k in ends))
+
     out: list[Case] = []
     while pool and len(out) < count:
-        best = min(range(len(pool)), key=lambda i: sum(used[k][repr(pool[i][k])] for k in names))
+        best = min(range(len(pool)), key=lambda i: (sum(used[k][repr(pool[i][k])] for k in names),
+                                                    -degenerate(pool[i])))
         cell = pool.pop(best)
         case = _stratum_case(claim, cell, rng, labels, premises)
         if case is None:
@@ -269,7 +288,7 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
 def _stratum_case(claim: Claim, cell: dict, rng: random.Random, labels: bool,
                   premises: tuple[str, ...]) -> Case | None:
     params = dict(sorted((k, v) for k, v in cell.items() if not k.startswith("__")))
-    case = Case(params)
+    case = Case(params, coefficients=cell.get("__coefficients"))
     geometry = cell.get("__geometry")
     X = None
     if geometry is not None:

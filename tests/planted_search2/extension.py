@@ -51,3 +51,20 @@ def central_symmetry(ctx):
     X = ctx.inputs()
     D = torch.cdist(X, -X)
     return Observation(D.amin(-1).amax(-1))
+
+
+@QUANTITIES.register("p2-null-combination", "||sum_i a_i x_i|| / ||a|| for the claim's coefficient vectors a "
+                     "(ctx.coefficients): 0 only when a lies in the null space of the data", networks=("scalar",))
+def null_combination(ctx):
+    X = ctx.inputs()
+    a = ctx.coefficients(X.shape[1], X)
+    value = (a[..., None] * X).sum(1).norm(dim=-1) / a.norm(dim=-1)
+    return Observation(value, extras={"scale": torch.ones_like(value)})
+
+
+@QUANTITIES.register("p2-step-edge", "h * (2 - h): below 1 except at h = 1 exactly (where it is 1 + 1e-6)",
+                     networks=("scalar",))
+def step_edge(ctx):
+    h = ctx.p("h")
+    bump = 1e-6 if h == 1.0 else 0.0
+    return Observation(torch.full((ctx.replicates,), h * (2 - h) + bump, dtype=torch.float64))
