@@ -175,8 +175,12 @@ def test_run_seeds_runs_each_seed_and_reports_agreement(tmp_path, capsys):
 
     claims_dir = write_fault_claim(tmp_path, "replication-draws", configs=2)
     db, out = tmp_path / "r.db", tmp_path / "r.json"
-    rc = main(["run", str(claims_dir), "--seeds", "3", "--seed", "4", "--db", str(db), "--json", str(out), "-q"])
+    rc = main(["run", str(claims_dir), "--seeds", "3", "--seed", "4", "--db", str(db), "--json", str(out), "-q",
+               "--report", str(tmp_path / "site")])
     assert rc == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "Replication at seeds 4, 5, 6: 1 of 1 claims give their expected verdict at every seed" in index
+    assert json.loads((tmp_path / "site" / "replication.json").read_text())["seeds"] == [4, 5, 6]
     doc = json.loads(out.read_text())
     assert doc["seeds"] == [4, 5, 6]
     assert doc["replication"] == {"claims": 1, "seeds": 3, "all_agree": 1, "by_agree": {"3": 1}}

@@ -273,7 +273,15 @@ def _run_seeds(a: argparse.Namespace, claims, errors, store) -> int:
     if a.report:
         from .report import build_report
 
-        build_report(a.db, a.report)
+        s_ = doc["replication"]
+        off = [r for r in rows if r["agree"] < r["seeds"]]
+        line = (f"Replication at seeds {', '.join(map(str, doc['seeds']))}: {s_['all_agree']} of {s_['claims']} claims "
+                f"give their expected verdict at every seed; this report shows seed {max(docs)}."
+                + ("" if not off else " Not at every seed: " + "; ".join(
+                    f"{r['id']} (expect {r['expect']}: {', '.join(f'{v} {n}' for v, n in r['counts'].items())})"
+                    for r in off)) + " The full table: replication.json.")
+        build_report(a.db, a.report, extra_notes=[line])
+        (Path(a.report) / "replication.json").write_text(json.dumps(doc, indent=1))
         if not a.quiet:
             _err(f"report written to {a.report}/index.html")
     if 70 in codes:

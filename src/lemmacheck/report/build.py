@@ -114,11 +114,12 @@ def _papers(views: list[ClaimView], notes: list[str]) -> dict[str, Paper]:
 
 
 def build_report(db: str | Path, out: str | Path, compare: str | Path | None = None, *,
-                 run_id: int | None = None, progress: Any = None) -> Path:
+                 run_id: int | None = None, progress: Any = None, extra_notes: list[str] | None = None) -> Path:
     """Render the report of `run_id` (default: the latest finished run) of the store `db` into `out`.
 
     `compare`: another store (or the same one: then its previous finished run) to mark changes against.
     `progress`: a progress.Progress told the number of claim pages, then of each one written.
+    `extra_notes`: lines for the index page's notes (`run --seeds`: how the verdicts replicate across seeds).
     Returns the path of index.html.
     """
     out = Path(out)
@@ -127,7 +128,7 @@ def build_report(db: str | Path, out: str | Path, compare: str | Path | None = N
         rid = pick_run(store, run_id)
         info = store.run_info(rid)
         cmp: Comparison | None = load_old(compare, db, rid) if compare is not None else None
-        notes = []
+        notes = list(extra_notes or [])
         if not info.get("finished"):
             notes.append(f"Run {rid} has not finished: these are partial results.")
         taken: set[str] = set()
