@@ -199,3 +199,29 @@ def test_full_profile_finds_what_the_grid_and_default_draws_miss(p2, name, seed)
             assert torch.linalg.matrix_rank(X) < len(X)
     else:
         assert all(c.params["h"] == 1.0 for c in bad)
+
+
+def test_a_refuting_dataset_is_replayed_on_every_claim_sharing_its_setting(p2):
+    from lemmacheck import corpus
+    from lemmacheck.runner import evaluate, plan, run_claims
+    from lemmacheck.store import Store
+
+    source, sibling = p2["symmetric"], p2["symmetric-sum"]  # same network and inputs, other quantities
+    assert corpus.plans(sibling) == []
+
+    def quick(claim):
+        store = Store(":memory:")
+        return evaluate(store, run_claims([claim], store, profile="quick", seed=0), [claim])[0]
+
+    assert quick(sibling).verdict == "holds"  # iid datasets of odd n: never balanced
+    ce = hunt(source, examples=30, seed=0).counterexample
+    assert ce is not None
+    corpus.save(source, ce)
+    try:
+        first = plan(sibling, "quick", 0)[0]
+        assert json.loads(first.definition)["inputs"]["points"] == ce.points
+        res = quick(sibling)
+        assert res.verdict == "violated"
+        assert [c.pinned["points"] for c in res.configs if c.violations] == [ce.points]
+    finally:
+        corpus.corpus_path(source).unlink()

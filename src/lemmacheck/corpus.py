@@ -93,9 +93,61 @@ def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
 
 def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     """(params, configuration seed, replicates, claim definition) of every corpus entry, for the runner: the
-    definition is the claim pinned to the entry's dataset, labels and search, run as one shard."""
+    definition is the claim pinned to the entry's dataset, labels and search, run as one shard. Then the datasets
+    of sibling claims' corpora (propagated)."""
     return [(dict(e.params), e.seed, e.replicates,
-             pinned(claim, e.points, e.labels, e.search or None, e.coefficients).snapshot) for e in load(claim)]
+             pinned(claim, e.points, e.labels, e.search or None, e.coefficients).snapshot)
+            for e in load(claim)] + propagated(claim)
+
+
+def _shares_setting(claim: Claim, sibling_file: Path) -> bool:
+    """Whether the claim file `sibling_file` draws from the same network and input generator (its inputs table
+    equal to the claim's, pinned datasets aside)."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads(sibling_file.read_text())
+    except (OSError, ValueError):
+        return False
+
+    def strip(spec: Any) -> dict[str, Any]:
+        return {k: v for k, v in (spec or {}).items() if k not in ("points", "labels", "coefficients")}
+
+    return raw.get("network") == claim.network and strip(raw.get("inputs")) == strip(claim.raw.get("inputs"))
+
+
+def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
+    """A refuting dataset saved for one claim is replayed on every claim of the folder that shares its network and
+    inputs: the entry's dataset (and labels, coefficients) pinned on this claim, its parameters where this claim
+    declares them (the others at their defaults), when the dataset's shape fits this claim's configuration; seeded
+    by this claim's own configuration seed from the entry's."""
+    from .shards import config_seed
+    from .strategies import dataset_shape
+
+    folder = claim.source.parent / CORPUS_DIR
+    if not folder.is_dir() or not claim.inputs or claim.check is None:
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        if path.stem == claim.source.stem or not _shares_setting(claim, claim.source.parent / f"{path.stem}.toml"):
+            continue
+        try:
+            entries = [Probe.from_json(e) for e in json.loads(path.read_text())["entries"]]
+        except (ValueError, KeyError, TypeError):
+            continue  # a malformed sibling corpus is its own claim's error, reported there
+        for e in entries:
+            if e.points is None:
+                continue
+            params = {k: e.params.get(k, p.default) for k, p in claim.params.items()}
+            if not all(p.contains(params[k]) for k, p in claim.params.items()):
+                continue
+            shape = dataset_shape(claim, params)
+            if shape is None or (shape[0], shape[1]) != (len(e.points), len(e.points[0])):
+                continue
+            seed = config_seed(e.seed, claim.id, params)
+            out.append((params, seed, e.replicates,
+                        pinned(claim, e.points, e.labels, None, e.coefficients).snapshot))
+    return out
 
 
 # The full profile hunts every claim that does not say otherwise (`hunt = N` in [profiles.full] sets the examples,
