@@ -179,7 +179,7 @@ def test_memory_estimate_uses_a_declared_estimate(tmp_path, monkeypatch):
         run_claims([claim], Store(":memory:"), paths=["x"])
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def _cli_done(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lemmacheck.cli", *args], check=False, capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
@@ -195,7 +195,7 @@ def test_a_planted_estimator_bug_is_recorded_the_run_finishes_exits_70_and_resum
     (claims_dir / "fault" / "sibling.toml").write_text(sibling.replace("bug_at = 1", "bug_at = -1"))
     db, out = tmp_path / "r.db", tmp_path / "r.json"
 
-    first = _cli("run", str(claims_dir), "--db", str(db), "--json", str(out), "-q", cwd=tmp_path)
+    first = _cli_done("run", str(claims_dir), "--db", str(db), "--json", str(out), "-q", cwd=tmp_path)
     assert first.returncode == 70, first.stderr
     assert "estimator bugs: 1 configuration(s)" in first.stderr
     assert 'fault/fact-1/draws at {"B": 2.5, "delta": 0.5, "k": 1}: IndexError' in first.stderr
@@ -211,11 +211,11 @@ def test_a_planted_estimator_bug_is_recorded_the_run_finishes_exits_70_and_resum
     assert len(errs) == 2 * 3 * 4  # both claims' 3 configurations x 4 shards stored, the buggy ones included
     assert {(c, j) for c, j, e in errs if e} == {("fault/fact-1/draws", 1)}  # config k = 1 of the buggy claim
 
-    still = _cli("run", str(claims_dir), "--db", str(db), "--resume", "-q", cwd=tmp_path)
+    still = _cli_done("run", str(claims_dir), "--db", str(db), "--resume", "-q", cwd=tmp_path)
     assert still.returncode == 70  # not fixed yet: the same shards fail again, nothing else is redrawn
 
     fixed.write_text("")
-    second = _cli("run", str(claims_dir), "--db", str(db), "--json", str(out), "--resume", "-q", cwd=tmp_path)
+    second = _cli_done("run", str(claims_dir), "--db", str(db), "--json", str(out), "--resume", "-q", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     doc = {c["id"]: c for c in json.loads(out.read_text())["claims"]}
     assert "errors" not in doc["fault/fact-1/draws"]["flags"]
