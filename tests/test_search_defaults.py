@@ -225,3 +225,26 @@ def test_a_refuting_dataset_is_replayed_on_every_claim_sharing_its_setting(p2):
         assert [c.pinned["points"] for c in res.configs if c.violations] == [ce.points]
     finally:
         corpus.corpus_path(source).unlink()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_out_of_regime_violation_is_measured_along_the_width(p2, seed):
+    claim = p2["width-free"]  # requires m >= 1e9 (never met); symmetric sets fail at every width
+    res = hunt(claim, examples=20, seed=seed)
+    ce = res.counterexample
+    assert ce is not None and not ce.in_regime
+    assert res.persistence["trend"] == "persists" and [r["level"] for r in res.persistence["levels"]] == [16, 256, 4096]
+    # the same dataset under a quantity whose failure needs m < 44: a finite-width effect
+    raw = copy.deepcopy(claim.raw)
+    raw["check"]["args"] = {"fading": True}
+    fading = parse_claim(raw, claim.source)
+    from lemmacheck.hunt import persistence, probe
+
+    small = probe(fading, {**ce.params, "m": 4}, seed, 4, points=ce.points)
+    assert small.significant
+    assert persistence(fading, small, seed)["trend"] == "fades"
+    # the full profile finds it too (its default hunt), flagged out of regime, the dataset pinned for repro
+    run = _full(claim, seed)
+    bad = [c for c in run.configs if c.violations]
+    assert bad and all(c.pinned and not c.in_regime for c in bad)
+    assert "violated-out-of-regime" in run.flags or "out-of-regime" in run.flags

@@ -72,7 +72,8 @@ def record_hunt(claim: Claim, res: Any, *, seed: int, replicates: int) -> Path:
                "data": res.data, "labels": res.labels,
                "best_slack": None if worst is None or worst.slack_min == float("inf") else worst.slack_min,
                "best_params": None if worst is None else worst.params,
-               "found": res.counterexample is not None, "notes": list(res.notes)}
+               "found": res.counterexample is not None, "notes": list(res.notes),
+               "persistence": getattr(res, "persistence", None)}
     log = [h for h in hunts(claim) if (h.get("seed"), h.get("examples")) != (seed, res.examples)] + [summary]
     entries = load(claim)
     if res.counterexample is not None and _key(res.counterexample) not in {_key(e) for e in entries}:

@@ -80,6 +80,7 @@ class HuntResult:
     labels: bool = False
     search: str = ""
     notes: list[str] = field(default_factory=list)
+    persistence: dict[str, Any] | None = None  # an out-of-regime counterexample along the regime path (persistence)
 
     def worst(self, in_regime_only: bool = False) -> Probe | None:
         cands = [p for p in self.probes if p.in_regime or not in_regime_only]
@@ -374,7 +375,50 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
             result.probes.append(moved)
             if moved.significant:
                 result.counterexample = moved
+    ce = result.counterexample
+    if ce is not None and not ce.in_regime:
+        result.persistence = persistence(claim, ce, seed)
+        if result.persistence is not None:
+            per = result.persistence
+            what = {"persists": "persists at every level: evidence that it does not depend on the width condition",
+                    "fades": "fades: a finite-width effect", "mixed": "comes and goes", "unknown": "could not be run"}
+            result.notes.append(f"out of regime; along {per['param']} = "
+                                f"{[r['level'] for r in per['levels']]} the violation {what[per['trend']]}")
     return result
+
+
+def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None = None,
+                levels: list[float] | None = None) -> dict[str, Any] | None:
+    """Whether a violation found where a width condition fails persists as the width grows: the counterexample
+    (its dataset, labels and coefficients pinned) replayed with `param` at each of `levels` (default: the claim's
+    regime path, check.regime_path or the full profile's). "persists": violated at every level (evidence that the
+    failure does not depend on the width condition; the findings rules decide the rest), "fades": violated at the
+    first level but not the last (a finite-width effect), "mixed" otherwise. None without a path."""
+    if param is None or levels is None:
+        chk = claim.check
+        prof = claim.profiles.get("full")
+        path = (chk.regime_path if chk is not None else None) or (prof.regime_path if prof is not None else None)
+        if path is None:
+            return None
+        param, levels = path.param, list(path.levels)
+    rows = []
+    for v in levels:
+        if param not in claim.params or not claim.params[param].contains(v):
+            continue
+        try:
+            p = probe(claim, {**found.params, param: v}, run_seed, found.replicates or 8, points=found.points,
+                      labels=found.labels, search=found.search or None, coefficients=found.coefficients)
+        except RuntimeError as exc:
+            rows.append({"level": v, "error": str(exc)[:200]})
+            continue
+        rows.append({"level": v, "violations": p.violations, "replicates": p.replicates, "slack_min": p.slack_min,
+                     "in_regime": p.in_regime, "violated": p.significant})
+    seen = [r for r in rows if "violated" in r]
+    if not seen:
+        return {"param": param, "levels": rows, "trend": "unknown"}
+    trend = ("persists" if all(r["violated"] for r in seen)
+             else "fades" if seen[0]["violated"] and not seen[-1]["violated"] else "mixed")
+    return {"param": param, "levels": rows, "trend": trend}
 
 
 def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int, search: str | None,

@@ -263,7 +263,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         pool = [{k: rng.choice(v) for k, v in dims.items()} for _ in range(4096)]
     rng.shuffle(pool)
     used = {k: dict.fromkeys(map(repr, v), 0) for k, v in dims.items()}
-    ends = {k: (min(v), max(v)) for k, v in dims.items() if not k.startswith("__")}
+    # the ends of continuous ranges (a step size at its largest); integer ones (n, widths) are balanced only
+    ends = {k: (min(v), max(v)) for k, v in dims.items()
+            if not k.startswith("__") and not all(float(x).is_integer() for x in v)}
 
     def degenerate(cell: dict) -> int:
         """How many of the cell's values are degenerate (a symmetric geometry, a data-built family, a range end):

@@ -68,3 +68,13 @@ def step_edge(ctx):
     h = ctx.p("h")
     bump = 1e-6 if h == 1.0 else 0.0
     return Observation(torch.full((ctx.replicates,), h * (2 - h) + bump, dtype=torch.float64))
+
+
+@QUANTITIES.register("p2-width-free-symmetry", "max_i min_j ||x_i + x_j||, whatever the width m (args.fading: "
+                     "max(that, 0.2 - 1/sqrt(m)), so a symmetric set fails only while m < 44)", networks=("scalar",))
+def width_free_symmetry(ctx):
+    X = ctx.inputs()
+    value = torch.cdist(X, -X).amin(-1).amax(-1)
+    if ctx.arg("fading"):
+        value = torch.clamp(value, min=0.2 - ctx.p("m") ** -0.5)
+    return Observation(value)
