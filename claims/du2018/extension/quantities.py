@@ -545,7 +545,7 @@ for _name, _description, _fn in ESTIMATORS:
     QUANTITIES.register(f"du2018-{_name}", _description, networks=tuple(KINDS))(_bind(_fn))
 
 
-# ----------------------------------------------------------------------------- more du2018 estimators (issue 13)
+# ----------------------------------------------------------------------------- more du2018 estimators
 
 def init_residual(kind: str, ctx: Context) -> Observation:
     """‖y − u(0)‖₂ / √n at initialisation ("‖y − u(0)‖₂ = O(√n)", used in Lemmas A.6/B.6/C.6)."""
