@@ -76,6 +76,10 @@ class StandInDevice(TorchFunctionMode):
                                 "to host memory first (lemmacheck.boundary.to_numpy)")
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
+        if func is torch.Tensor.__iter__:  # the rows of a device tensor are on the device
+            rows = list(out)
+            _mark(rows, DEV if where and where[0] == "device" else CPU)
+            return iter(rows)
         if func in _MOVES:
             rest = list(args[1:]) + list(kwargs.values())
             if func is torch.Tensor.cpu or any(_is_cpu(x) for x in rest):

@@ -449,11 +449,12 @@ def rf_mean(hnorm: torch.Tensor, rho: torch.Tensor, phase: torch.Tensor, alpha: 
     With t = ⟨z, ĥ⟩ and s = ⟨a, z⟩ = ρt + √(1-ρ²) w: E[cos(s + φ) | t] = cos(ρt + φ) e^{-(1-ρ²)/2}, so the mean is
     ||h|| e^{-(1-ρ²)/2}/√(1+α²) ∫ φ(t) t cos(ρt + φ) (1{t ≥ 0} + α 1{t < 0}) dt: two half-line integrals, by the
     composite Simpson rule on [0, 12] (integrand smooth there; error below 1e-10)."""
-    t = _T_GRID.to(rho.dtype)
+    t = _T_GRID.to(rho.device, rho.dtype)  # module constants live on the CPU: move them to the draws' device
+    simpson = _SIMPSON.to(rho.device)
     w = torch.exp(-t ** 2 / 2) / math.sqrt(2 * math.pi) * t
     r, ph = rho.unsqueeze(-1), phase.unsqueeze(-1)
-    pos = (w * torch.cos(r * t + ph) * _SIMPSON).sum(-1)
-    neg = -(w * torch.cos(-r * t + ph) * _SIMPSON).sum(-1)  # ∫_{-∞}^0 φ(t) t cos(ρt+φ) dt, t -> -t
+    pos = (w * torch.cos(r * t + ph) * simpson).sum(-1)
+    neg = -(w * torch.cos(-r * t + ph) * simpson).sum(-1)  # ∫_{-∞}^0 φ(t) t cos(ρt+φ) dt, t -> -t
     return hnorm * torch.exp(-(1 - rho ** 2) / 2) * (pos + alpha * neg) / math.sqrt(1 + alpha ** 2)
 
 
