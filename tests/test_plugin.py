@@ -50,6 +50,13 @@ def test_confirmed_finding_passes_until_the_verdict_changes(pytester, project):
                               "*Violated, not triaged*", "*toy/lemma-1/norm*verdict=violated*"])
 
 
+def test_a_papers_findings_file_is_not_collected_as_a_claim(pytester, project):
+    (project / "norm.toml").write_text(NORM_CLAIM)
+    (project / "findings.toml").write_text('[[lead]]\nid = "toy/some-lead"\n')
+    res = pytester.runpytest("claims", "-q")
+    res.assert_outcomes(passed=1)
+
+
 def test_malformed_claim_is_a_failing_item_naming_file_and_field(pytester, project):
     (project / "good.toml").write_text(NORM_CLAIM)
     (project / "bad.toml").write_text(NORM_CLAIM.replace('id        = "toy/lemma-1/norm"', 'id = "toy/x"')

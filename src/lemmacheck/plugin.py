@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .claims import ClaimError, load_claim
+from .claims import FINDINGS_FILE, ClaimError, load_claim
 from .runner import evaluate, run_claims
 from .store import Store
 from .summary import failure_text
@@ -32,8 +32,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _is_claim_file(path: Path) -> bool:
-    return path.suffix == ".toml" and path.name != "pyproject.toml" and not path.name.startswith("_") \
-        and "claims" in path.parent.parts
+    # a paper's findings.toml is validated by lemmacheck.findings (tests/test_findings.py), not run as a claim
+    return path.suffix == ".toml" and path.name not in ("pyproject.toml", FINDINGS_FILE) \
+        and not path.name.startswith("_") and "claims" in path.parent.parts
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
