@@ -2,8 +2,16 @@
 
 from pathlib import Path
 
+import numpy.fft  # noqa: F401
 import pytest
+import scipy.linalg
+import scipy.optimize
+import scipy.special
+import scipy.stats  # noqa: F401
 from plugins import CLAIMS, paper
+
+# lemmacheck imports these lazily (start-up). pytester's in-process runs drop every module first imported inside
+# them, and a C extension (numpy.fft's) cannot be loaded twice in one process: import them once, out here.
 
 # In-process tests build toy claims on zou2018's network in temporary folders: load that plugin once here, so a
 # test file passes alone as well as in the suite (subprocess tests get TOY_EXTENSION beside their claims).
