@@ -211,14 +211,7 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
     doc = run_json(store.run_info(run_id), results)
     if getattr(a, "collect", None) is not None:  # run --seeds: one seed of several, its document handed back
         a.collect.append(doc)
-    human = sys.stdout
-    if a.json == "-":
-        print(json.dumps(doc, indent=1))
-        human = sys.stderr  # stdout is the JSON document alone
-    elif a.json:
-        tmp = Path(a.json).with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        os.replace(tmp, a.json)  # never leave a half-written file behind
+    human = _emit_json(doc, a.json)
     if not (a.quiet and human is sys.stderr):
         print(table(results), file=human)
     if a.report:
@@ -233,6 +226,19 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
     if _report_bugs(results, a):
         return 70  # EX_SOFTWARE: the run finished, but an estimator raised what it should not
     return 1 if bad or errors else 0
+
+
+def _emit_json(doc: dict, target: str | None):
+    """`--json`: '-' prints the document alone on stdout, a path gets it written atomically (never a half-written
+    file); returns the stream the human-readable table goes to."""
+    if target == "-":
+        print(json.dumps(doc, indent=1))
+        return sys.stderr
+    if target:
+        tmp = Path(target).with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, target)
+    return sys.stdout
 
 
 def _run_seeds(a: argparse.Namespace, claims, errors, store) -> int:
@@ -259,17 +265,9 @@ def _run_seeds(a: argparse.Namespace, claims, errors, store) -> int:
         if not a.quiet:
             _err(f"seed {s} ({k + 1}/{a.seeds}): {len(docs[s]['claims'])} claims, {off} not as expected")
     rows = agreement({s: d["claims"] for s, d in docs.items()})
-    human = sys.stdout
     doc = {"seeds": sorted(docs), "replication": summary(rows), "claims": rows,
            "runs": [d["run"] for _, d in sorted(docs.items())]}
-    if a.json == "-":
-        print(json.dumps(doc, indent=1))
-        human = sys.stderr
-    elif a.json:
-        tmp = Path(a.json).with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        os.replace(tmp, a.json)
-    print(table(rows), file=human)
+    print(table(rows), file=_emit_json(doc, a.json))
     if a.report:
         from .report import build_report
 
