@@ -656,11 +656,16 @@ def claim_from_snapshot(source: str, text: str) -> Claim:
     return parse_claim(json.loads(text), path)
 
 
+def is_claim_name(path: Path) -> bool:
+    """A .toml file that may hold a claim: not a paper's metadata (`_*.toml`) or its findings.toml."""
+    return path.suffix == ".toml" and not path.name.startswith("_") and path.name != FINDINGS_FILE
+
+
 def claim_files(paths: list[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*.toml") if not q.name.startswith("_") and q.name != FINDINGS_FILE))
+            out.extend(sorted(q for q in p.rglob("*.toml") if is_claim_name(q)))
         elif p.suffix == ".toml" and p.name != FINDINGS_FILE:
             out.append(p)
         elif not p.exists():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .claims import FINDINGS_FILE, ClaimError, load_claim
+from .claims import ClaimError, is_claim_name, load_claim
 from .runner import evaluate, run_claims
 from .store import Store
 from .summary import failure_text
@@ -32,9 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _is_claim_file(path: Path) -> bool:
-    # a paper's findings.toml is validated by lemmacheck.findings (tests/test_findings.py), not run as a claim
-    return path.suffix == ".toml" and path.name not in ("pyproject.toml", FINDINGS_FILE) \
-        and not path.name.startswith("_") and "claims" in path.parent.parts
+    return is_claim_name(path) and path.name != "pyproject.toml" and "claims" in path.parent.parts
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
