@@ -391,13 +391,12 @@ def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None 
                 levels: list[float] | None = None) -> dict[str, Any] | None:
     """Whether a violation found where a width condition fails persists as the width grows: the counterexample
     (its dataset, labels and coefficients pinned) replayed with `param` at each of `levels` (default: the claim's
-    regime path, check.regime_path or the full profile's). "persists": violated at every level (evidence that the
+    regime path: the full profile's, else check.regime_path). "persists": violated at every level (evidence that the
     failure does not depend on the width condition; the findings rules decide the rest), "fades": violated at the
     first level but not the last (a finite-width effect), "mixed" otherwise. None without a path."""
     if param is None or levels is None:
-        chk = claim.check
         prof = claim.profiles.get("full")
-        path = (chk.regime_path if chk is not None else None) or (prof.regime_path if prof is not None else None)
+        path = prof.regime_path if prof is not None else None  # the profile's own path, else the check's
         if path is None:
             return None
         param, levels = path.param, list(path.levels)
