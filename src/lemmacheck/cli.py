@@ -300,9 +300,10 @@ def _report_bugs(results, a: argparse.Namespace) -> int:
     shown: set[str] = set()
     for cid, params, e in hits:
         head, _, tb = e.partition("\n")
-        _err(f"  {cid} at {json.dumps(params, sort_keys=True)}: {head.partition(BUG_MARK)[2]}")
-        if head.partition(BUG_MARK)[2] not in shown:
-            shown.add(head.partition(BUG_MARK)[2])
+        bug = head.partition(BUG_MARK)[2]
+        _err(f"  {cid} at {json.dumps(params, sort_keys=True)}: {bug}")
+        if bug not in shown:
+            shown.add(bug)
             _err("    " + tb.rstrip().replace("\n", "\n    "))
     _err("fix the estimator, then rerun the same command with --resume: only those shards are drawn again "
          "(same seeds); the run exits 70 until then")
