@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from .claims import Claim
+from .coverage import coverage
 from .runner import repro_command
 from .stats import DEFAULT_ALPHA
 from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound, trend_text
@@ -113,6 +114,8 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         out["scaling"] = res.scaling
     if res.regime_path is not None:
         out["regime_path"] = res.regime_path
+    if chk is not None:  # which cells of the domain ran, and why the others did not (lemmacheck.coverage)
+        out["coverage"] = coverage(c, res.configs, res.profile)
     out["rate_is_probability"] = rate_is_probability(c) if chk is not None else None
     if res.configs:  # the draws this verdict needed (early stop: fewer than planned where the sequence settled it)
         seq = [cfg for cfg in res.configs if cfg.sequential]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..claims import Claim, load_extension, parse_claim
+from ..coverage import coverage
 from ..errors import LemmacheckError
 from ..runner import evaluate, repro_command
 from ..store import Store
@@ -150,6 +151,14 @@ class ClaimView:
     error: str = ""  # the claim could not be rebuilt or evaluated
     data: dict[int, ConfigData] = field(default_factory=dict)
     change: Change | None = None
+    _coverage: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def coverage(self) -> dict[str, Any] | None:
+        """Which cells of the claim's domain ran and why the others did not (lemmacheck.coverage), from the
+        stored configurations; computed once."""
+        if self._coverage is None and self.claim is not None and self.res is not None:
+            self._coverage = coverage(self.claim, self.res.configs, self.res.profile) or {}
+        return self._coverage or None
 
     @property
     def paper(self) -> str:

@@ -272,6 +272,7 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
     coverage = {p: papers_info[p].coverage([v.label for v in vs]) for p, vs in papers.items() if p in papers_info}
     rows = []
     tot = {k: 0 for k in COUNTED + ["other", "unexpected", "all"]}
+    cells_all: list[tuple[int, int]] = []  # (ran, admitted) domain cells per checked claim (lemmacheck.coverage)
     for p, vs in papers.items():
         cnt = {k: sum(1 for v in vs if v.verdict == k) for k in COUNTED}
         other = len(vs) - sum(cnt.values())
@@ -281,16 +282,21 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         tot["other"] += other
         tot["unexpected"] += unexpected
         tot["all"] += len(vs)
+        cells = [x for x in (coverage_counts(v) for v in vs) if x is not None]
+        cells_all += cells
         rows.append(_coverage_row(f'<a href="#paper-{esc(_anchor(p))}">{esc(p)}</a>', cnt, other, unexpected,
-                                  len(vs), _encoded_cell(coverage.get(p))))
+                                  len(vs), _encoded_cell(coverage.get(p)) + _cells_cell(cells)))
     enc = list(coverage.values())
     all_enc = (f'<td class="num">{sum(len(d) for d, _ in enc)} / {sum(len(d) + len(m) for d, m in enc)}</td>'
                if enc else '<td class="num">–</td>')
     rows.append(_coverage_row("<b>all</b>", {k: tot[k] for k in COUNTED}, tot["other"], tot["unexpected"],
-                              tot["all"], all_enc))
+                              tot["all"], all_enc + _cells_cell(cells_all)))
     body.append('<h2>Coverage</h2><div class="tablewrap"><table class="coverage"><thead><tr><th>paper</th>'
                 '<th class="num" title="the paper\'s formal results that have at least one claim file '
                 '(from claims/&lt;paper&gt;/_paper.toml)">results encoded</th>'
+                '<th class="num" title="cells of the claims\' domains that ran / admitted: each admitted geometry '
+                'at each n, and each edge of a declared parameter (a claim\'s page lists the rest and why)">'
+                'domain cells ran</th>'
                 + "".join(f'<th class="num">{k}</th>' for k in COUNTED)
                 + '<th class="num" title="inconclusive scaling fits, errors">other</th>'
                   '<th class="num" title="verdict differs from the claim\'s expectation, or estimator errors">'
@@ -350,6 +356,15 @@ def _encoded_cell(cov: tuple[list[str], list[str]] | None) -> str:
     done, missing = cov
     tip = f"not yet encoded: {', '.join(missing)}" if missing else "every listed result has a claim"
     return f'<td class="num" title="{esc(tip)}">{len(done)} / {len(done) + len(missing)}</td>'
+
+
+def _cells_cell(cells: list[tuple[int, int]]) -> str:
+    """The index's "domain cells ran" cell: ran / admitted summed over claims (lemmacheck.coverage)."""
+    if not cells:
+        return '<td class="num">–</td>'
+    ran, admitted = sum(a for a, _ in cells), sum(b for _, b in cells)
+    return (f'<td class="num" title="{len(cells)} checked claim(s)">{ran} / {admitted}'
+            + (f' <span class="small">({100 * ran / admitted:.0f}%)</span>' if admitted else "") + "</td>")
 
 
 def _missing(paper: Paper | None, cov: tuple[list[str], list[str]] | None) -> str:
@@ -678,6 +693,95 @@ def _configs_table(view: ClaimView) -> str:
             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
+_CELL_LOOK = {  # state -> (mark, background): a compact grid, the reason in each cell's title and listed below
+    "ran": ("✓", "var(--holds-bg)"), "error": ("!", "var(--violated-bg)"), "not run": ("·", "var(--inconclusive-bg)"),
+    "refused": ("–", "var(--infeasible-bg)"), "premise": ("P", "var(--infeasible-bg)"), "-": ("", ""),
+}
+COVERAGE_ROWS = 8  # geometry rows shown; more are summarised in one line
+COVERAGE_REASONS = 12  # skipped-cell reasons listed; more are counted
+
+
+def _coverage_cell(cell: dict[str, Any]) -> str:
+    mark, bg = _CELL_LOOK.get(cell["state"], ("?", ""))
+    if cell["state"] in ("ran", "error"):
+        tip = f"{cell['configs']} configuration(s)" + (f", {cell['out_of_regime']} out of regime"
+                                                      if cell.get("out_of_regime") else "")
+        tip += f", {cell['errored']} with errors only" if cell.get("errored") else ""
+        mark += str(cell["configs"]) if cell["configs"] > 1 else ""
+    else:
+        tip = f"{cell['state']}: {cell.get('why', '')}" if cell["state"] != "-" else "not drawn by the hunt"
+    style = f' style="background:{bg}"' if bg else ""
+    return f'<td class="num" title="{esc(tip)}"{style}>{esc(mark)}</td>'
+
+
+def coverage_counts(view: ClaimView) -> tuple[int, int] | None:
+    """(cells ran, cells admitted) of the claim's coverage table; None when it has none."""
+    cov = view.coverage()
+    return (cov["cells"]["ran"], cov["cells"]["admitted"]) if cov else None
+
+
+def _coverage_section(view: ClaimView) -> str:
+    from ..coverage import skipped_reasons
+
+    cov = view.coverage()
+    if not cov:
+        return ""
+    c = cov["cells"]
+    parts = [(f'<p>{c["ran"]} of {c["admitted"]} admitted cells ran ({cov["configs"]} stored configurations): '
+              "each geometry the claim admits at each n, and each edge of a declared parameter.</p>")]
+    grid = cov.get("datasets")
+    if grid and grid["rows"]:
+        rows = grid["rows"][:COVERAGE_ROWS]
+        head = "".join(f'<th class="num">{esc(n)}</th>' for n in grid["n_values"])
+        trs = "".join(f"<tr><td>{esc(r['geometry'])}{'' if r['declared'] else ' <span class=small>(hunt)</span>'}"
+                      f"</td>{''.join(_coverage_cell(x) for x in r['cells'])}</tr>" for r in rows)
+        more = (f'<p class="note">… and {len(grid["rows"]) - len(rows)} more rows (results.json has them).</p>'
+                if len(grid["rows"]) > len(rows) else "")
+        nsum = grid["n"]
+        facts = [f"n ran: {esc(', '.join(map(str, nsum['ran'])) or 'none')}"
+                 + (f" (odd {esc(', '.join(map(str, nsum['odd'])) or 'none')}; even "
+                    f"{esc(', '.join(map(str, nsum['even'])) or 'none')})" if nsum["ran"] else "")]
+        if nsum.get("smallest"):
+            facts.append(f"smallest n = {esc(nsum['smallest']['n'])}: "
+                         + ("ran" if nsum["smallest"]["ran"] else "<b>not run</b>"))
+        sym = nsum["symmetric"]
+        if sym["exist_at"]:
+            facts.append("sets closed under x → −x (even n only): ran at n = "
+                         + (esc(", ".join(map(str, sym["ran_at"]))) or "<b>none</b>")
+                         + f" of {esc(', '.join(map(str, sym['exist_at'])))}")
+        if grid.get("premises"):
+            facts.append(f"premises: {esc(', '.join(grid['premises']))}")
+        parts.append(f'<div class="tablewrap"><table class="cov"><thead><tr><th>geometry / '
+                     f'{esc(grid["n_param"] or "n")}</th>{head}</tr></thead><tbody>{trs}</tbody></table></div>{more}'
+                     f'<p class="small">{" · ".join(facts)}</p>')
+    edges = cov.get("edges") or []
+    if edges:
+        items = "".join(
+            f"<li>{esc(e['param'])} = {esc(S.fmt(float(e['value']), 6))} ({esc(e['end'])}): "
+            + (f"reached ({e['configs']})" if e["state"] == "reached" else f"<b>{esc(e['state'])}</b>: {esc(e['why'])}")
+            + "</li>" for e in edges)
+        parts.append(f'<h3>Edges</h3><ul class="plainlist">{items}</ul>')
+    fams = []
+    for key in ("labels", "coefficients"):
+        f = cov.get(key)
+        if f:
+            hunted = ", ".join(f"{k} ({v})" for k, v in f["hunted"].items())
+            fams.append(f"{key}: {esc(f['declared'])} ({f['declared_configs']} configurations)"
+                        + (f"; hunted: {esc(hunted)}" if hunted else ""))
+    if fams:
+        parts.append(f'<p class="small">{" · ".join(fams)}</p>')
+    reasons = skipped_reasons(cov)
+    if reasons:
+        shown = "".join(f"<li>{esc(where)}: {esc(why)}</li>" for where, why in reasons[:COVERAGE_REASONS])
+        rest = f"<li>… and {len(reasons) - COVERAGE_REASONS} more</li>" if len(reasons) > COVERAGE_REASONS else ""
+        parts.append(f'<h3>Not run, and why</h3><ul class="plainlist">{shown}{rest}</ul>')
+    parts.append('<p class="note">✓ ran (the count when several configurations) · · admitted, not run · – refused: '
+                 "the geometry cannot place that dataset · P every dataset of the geometry there breaks a declared "
+                 "premise · ! only errors. A hunted dataset counts for the geometry its record names, else as a "
+                 "hunted dataset (closed under x → −x or not).</p>")
+    return '<h2>Coverage</h2><div class="card">' + "".join(parts) + "</div>"
+
+
 def _change_note(view: ClaimView, cmp: Comparison | None) -> str:
     if cmp is None or view.change is None:
         return ""
@@ -836,6 +940,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
             body.append(f'<h2>Across the sweep</h2><div class="sweep">{figs}</div>')
         body.append(_scaling_section(view))
         body.append(_worst_section(view))
+        body.append(_coverage_section(view))
         errs = sorted({e for c in (res.configs if res else []) for e in c.errors})
         if errs:
             body.append('<h2>Estimator errors</h2><div class="card errbox"><ul>'
