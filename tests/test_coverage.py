@@ -176,3 +176,17 @@ def test_run_json_and_report_show_coverage_from_the_store(claim_file, tmp_path, 
     assert section.count("<tr>") <= 2 + 1  # one header, one row per geometry: a compact table
     home = index.read_text()
     assert "domain cells ran" in home and re.search(r">3 / 9 <span", home)
+
+
+def test_function_members_and_hunted_labels_are_listed(claim):
+    # A claim quantifying over an activation class: its own configurations use the class's default member, a hunt
+    # pinned a shifted one; hunted labels are counted as explicit patterns.
+    fc = dataclasses.replace(claim, inputs={**claim.inputs, "activation": {"class": "lipschitz-smooth"},
+                                            "labels": "rademacher"})
+    stored = [_stored({"n": 3, "d": 3}),
+              _stored({"n": 3, "d": 3}, {"activation": {"base": "tanh", "a": 1.0, "c": 0.5}, "labels": "+-+"})]
+    cov = coverage(fc, stored, "full")
+    assert cov["functions"] == {"activation": {"declared": "class lipschitz-smooth, member its default",
+                                               "declared_configs": 1, "hunted": {"tanh(c=0.5)": 1}}}
+    assert cov["labels"] == {"declared": "rademacher", "declared_configs": 1, "hunted": {"explicit pattern": 1}}
+    assert "coefficients" not in cov  # neither declared nor pinned

@@ -17,8 +17,8 @@ Three parts:
   (the only n where such sets exist) ran.
 - **edges**: every declared parameter's min and max: "reached", "skipped" (the claim's `edges_skipped` reason) or
   "not run".
-- **labels** / **coefficients**: the declared family and the hunted patterns that ran (where the claim declares or
-  a configuration pinned them).
+- **labels** / **coefficients** / **functions**: the declared family (or function class and member) and the hunted
+  patterns or members that ran (where the claim declares or a configuration pinned them).
 
 cells = {ran, admitted}: the dataset grid's admitted cells (a hunted row's cells where they ran) and the edges;
 refused and premise-excluded cells are not admitted (no dataset of the statement lives there).
@@ -313,6 +313,36 @@ def _families(claim: Claim, cfgs: list[dict[str, Any]], key: str, default: str) 
     return {"declared": declared, "declared_configs": own, "hunted": hunted}
 
 
+def _member_text(m: Any) -> str:
+    """A function-class member as a pin records it (a base name, or {base, a, b, c, e}), in one short line."""
+    if not isinstance(m, Mapping):
+        return str(m)
+    shifts = ", ".join(f"{k}={m[k]:g}" for k in ("a", "b", "c", "e")
+                       if isinstance(m.get(k), (int, float)) and m[k] != (1.0 if k in "ab" else 0.0))
+    return f"{m.get('base', '?')}" + (f"({shifts})" if shifts else "")
+
+
+def _functions(claim: Claim, cfgs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per function role the claim quantifies over (an `inputs.<role>` table naming a class): the class, the member
+    its own configurations use (the table's `member`, else the class's default) and the members hunts pinned."""
+    out = {}
+    for role, spec in (claim.inputs or {}).items():
+        if not isinstance(spec, Mapping) or "class" not in spec:
+            continue
+        hunted: dict[str, int] = {}
+        own = 0
+        for c in cfgs:
+            m = (c["pinned"] or {}).get(role)
+            if m is None:
+                own += 1
+            else:
+                hunted[_member_text(m)] = hunted.get(_member_text(m), 0) + 1
+        out[role] = {"declared": f"class {spec['class']}, member "
+                                 + (_member_text(spec["member"]) if "member" in spec else "its default"),
+                     "declared_configs": own, "hunted": hunted}
+    return out
+
+
 def coverage(claim: Claim, configs: Iterable[Any], profile: str | None = None) -> dict[str, Any] | None:
     """The coverage of `claim` by its stored configurations (ConfigResults or store.configs rows); None for a claim
     that is not checked (infeasible)."""
@@ -328,6 +358,9 @@ def coverage(claim: Claim, configs: Iterable[Any], profile: str | None = None) -
         fam = _families(claim, cfgs, key, default)
         if fam is not None:
             out[key] = fam
+    fns = _functions(claim, cfgs)
+    if fns:
+        out["functions"] = fns
     ran = admitted = 0
     for row in (grid or {}).get("rows", []):
         for cell in row["cells"]:  # a hunted row's cells count where they ran (a dataset the statement admits)

@@ -762,8 +762,7 @@ def _coverage_section(view: ClaimView) -> str:
             + "</li>" for e in edges)
         parts.append(f'<h3>Edges</h3><ul class="plainlist">{items}</ul>')
     fams = []
-    for key in ("labels", "coefficients"):
-        f = cov.get(key)
+    for key, f in [(k, cov.get(k)) for k in ("labels", "coefficients")] + list((cov.get("functions") or {}).items()):
         if f:
             hunted = ", ".join(f"{k} ({v})" for k, v in f["hunted"].items())
             fams.append(f"{key}: {esc(f['declared'])} ({f['declared_configs']} configurations)"
