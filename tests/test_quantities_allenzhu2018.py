@@ -14,6 +14,7 @@ from scipy import integrate, stats
 
 import lemmacheck.builtin  # noqa: F401  (registers every quantity)
 from lemmacheck.context import Context
+from lemmacheck.errors import EstimatorError
 from lemmacheck.registry import QUANTITIES
 
 net = paper("allenzhu2018").network
@@ -121,9 +122,29 @@ def test_ks_statistic_matches_scipy_and_handles_atoms():
     assert float(q._ks_stat(z, lambda t: np.where(t < 0, 0.0, 2 * stats.norm.cdf(t) - 1))) > 10
 
 
+def _a11(part, coefficients=None, R=100, args=None):
+    spec = {} if coefficients is None else {"coefficients": coefficients}
+    ctx = Context("t", {"m": 400, "p": 4}, R, torch.Generator().manual_seed(0),
+                  args={"part": part, "draws": 50, **(args or {})}, inputs_spec=spec)
+    return QUANTITIES.get("az-fact-a11-ks").obj(ctx).value
+
+
 def test_fact_a11_statistic_is_small_under_the_stated_law():
-    v = obs("az-fact-a11-ks", {"m": 400, "p": 4}, {"part": "coords", "q": "-2"}, R=100).value
-    assert float(v.quantile(0.5)) < 1.0 and float((v > 1.95).float().mean()) <= 0.03
+    # every coefficient family a run or hunt draws q from: Gaussian, q = h (first), q orthogonal to h (null-vector)
+    for fam in (None, "ones", "parity", "first", "null-vector", [-2.0, 0.0, 0.0, 0.0]):
+        for part in ("coords", "norm"):
+            v = _a11(part, fam, R=60)
+            assert float(v.quantile(0.5)) < 1.0 and float((v > 1.95).float().mean()) <= 0.05, (fam, part)
+
+
+def test_fact_a11_q_is_drawn_through_the_context():
+    """q comes from ctx.coefficients (h = e_1): the pinned q = -h (h + q = 0, every indicator 1) breaks the printed
+    law on every draw, which a q built inside the estimator never reached; a stale args.q is refused."""
+    for part in ("coords", "norm"):
+        assert float(_a11(part, [-1.0, 0.0, 0.0, 0.0], R=20).min()) > 5
+        assert float(_a11(part, [-0.999, 0.0, 0.0, 0.0], R=20).max()) < 1.95
+    with pytest.raises(EstimatorError, match="inputs.coefficients"):
+        _a11("coords", args={"q": "-2"})
 
 
 def test_decomposition_identity_and_conditional_probabilities():
@@ -262,7 +283,7 @@ def test_fake_gradient_stability_is_zero_without_a_change():
 def test_masked_column_norm_second_moment_and_fixed_vector_product_reference():
     v = obs("az-masked-column-norm", {"m": 2000}, {"config": "parallel"}, R=400).value
     assert abs(float((v ** 2).mean()) - 1) < 5 * float((v ** 2).std()) / 20  # E = ||z||^2 exactly
-    o = obs("rnn-fixed-vector-product", dict(P, m=16, L=3, n=1), {"z": "e1"}, R=1, seed=8)
+    o = obs("rnn-fixed-vector-product", dict(P, m=16, L=3, n=1), R=1, seed=8, inputs={**INP, "coefficients": "first"})
     g = torch.Generator().manual_seed(8)
     X = net.rnn_sequences(g, 1, n=1, L=3, dx=4, separation=0.2)
     W, A, B = net.init(g, 1, 16, 4, 1)
@@ -276,6 +297,24 @@ def test_masked_column_norm_second_moment_and_fixed_vector_product_reference():
             v = D[l] * (W[0] @ v)
             best = max(best, float(v.norm()) / (1 + 1 / 3) ** (l - b + 1))
     assert float(o.value[0]) == pytest.approx(best, rel=1e-12)
+
+
+def test_fixed_vector_product_takes_z_from_the_context():
+    """z is ctx.coefficients(m): the default is the Gaussian direction ctx.randn drew before (the same draws), a
+    pinned z changes the value, its scale does not, and a stale args.z is refused."""
+    pa = dict(P, m=16, L=3, n=1)
+    o = obs("rnn-fixed-vector-product", pa, R=4, seed=8)
+    g = torch.Generator().manual_seed(8)
+    net.rnn_sequences(g, 4, n=1, L=3, dx=4, separation=0.2)  # the estimator's draws before z: data, then weights
+    net.init(g, 4, 16, 4, 1)
+    z = torch.randn(4, 16, generator=g, dtype=torch.float64)
+    pinned = obs("rnn-fixed-vector-product", pa, R=4, seed=8, inputs={**INP, "coefficients": z[0].tolist()})
+    assert float(pinned.value[0]) == pytest.approx(float(o.value[0]), rel=1e-12)
+    assert float((pinned.value[1:] - o.value[1:]).abs().max()) > 1e-6  # other replicates now share z[0]
+    scaled = obs("rnn-fixed-vector-product", pa, R=4, seed=8, inputs={**INP, "coefficients": (3 * z[0]).tolist()})
+    torch.testing.assert_close(scaled.value, pinned.value, rtol=1e-12, atol=0)
+    with pytest.raises(EstimatorError, match="inputs.coefficients"):
+        obs("rnn-fixed-vector-product", pa, {"z": "e1"}, R=1)
 
 
 def test_sign_change_greedy_is_optimal_against_enumeration():

@@ -629,32 +629,32 @@ def _ks_stat(x: torch.Tensor, cdf) -> torch.Tensor:
 @QUANTITIES.register("az-fact-a11-ks", "Fact A.11: sqrt(N) x Kolmogorov-Smirnov distance of v_i = 1{<W_i, h+q> >= 0} "
                      "<W_i, h> (W rows N(0, 2/m I_p)) from its stated law: args.part 'coords' (|v_i| half 0, half "
                      "|N(0, 2||h||^2/m)|, N = m coordinates of one draw) or 'norm' (m||v||^2/(2||h||^2) ~ chi^2_w, w ~ "
-                     "Bin(m, 1/2), N = args.draws draws); args.q: zero, perp, random, or a multiple c of h",
-                     networks=SCALAR)
+                     "Bin(m, 1/2), N = args.draws draws); h = e_1 and q from ctx.coefficients(p) (the claim's "
+                     "inputs.coefficients: gaussian, ones, parity, first = h, null-vector = a q orthogonal to h, or a "
+                     "list)", networks=SCALAR)
 def fact_a11_ks(ctx: Context) -> Observation:
+    """"For fixed h != 0 and q": the law of W (iid Gaussian entries) is invariant under rotations, and scaling h and q
+    together leaves the indicator and the normalised statistics unchanged, so h = e_1 loses nothing; q is then the
+    claim's coefficient vector in those coordinates (units of ||h||), drawn through ctx.coefficients so that runs and
+    hunts move it. The data-built family null-vector reads h as p one-dimensional points: q is orthogonal to h."""
     from scipy import stats
     m, p = ctx.i("m"), ctx.i("p", 8)
     R, g = ctx.replicates, ctx.generator
-    h = torch.randn(p, generator=g, dtype=torch.float64)
-    qk = ctx.arg("q", "random")
-    if qk == "zero":
-        q = torch.zeros(p, dtype=torch.float64)
-    elif qk == "perp":
-        q = torch.randn(p, generator=g, dtype=torch.float64)
-        q = (q - (q @ h) / (h @ h) * h) * 3
-    elif qk == "random":
-        q = torch.randn(p, generator=g, dtype=torch.float64) * 2
-    else:
-        q = float(qk) * h
+    if "q" in ctx.args:
+        raise EstimatorError("args.q is not read: q is drawn by ctx.coefficients, declare it as inputs.coefficients")
+    h = torch.zeros(R, p, dtype=torch.float64)
+    h[:, 0] = 1.0
+    q = ctx.coefficients(p, h.unsqueeze(-1)).to(torch.float64)
     part = ctx.arg("part", "coords")
     K = 1 if part == "coords" else int(ctx.arg("draws", 200))
     Wr = torch.randn(R, K, m, p, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
-    v = (Wr @ (h + q) >= 0).to(torch.float64) * (Wr @ h)
+    u = (h + q)[:, None, :, None]  # (R, 1, p, 1)
+    v = ((Wr @ u).squeeze(-1) >= 0).to(torch.float64) * Wr[..., 0]  # <W_i, h> = W_i1
     if part == "coords":
-        z = v[:, 0].abs() * math.sqrt(m / 2) / h.norm()
+        z = v[:, 0].abs() * math.sqrt(m / 2)
         value = _ks_stat(z, lambda x: np.where(x < 0, 0.0, 0.5 + 0.5 * (2 * stats.norm.cdf(x) - 1)))
     elif part == "norm":
-        T = m * (v ** 2).sum(-1) / (2 * (h @ h))
+        T = m * (v ** 2).sum(-1) / 2
         value = _ks_stat(T, lambda x: _binom_chi2_cdf(m, np.asarray(x).ravel()).reshape(np.shape(x)))
     else:
         raise EstimatorError(f"args.part = {part!r}: one of coords, norm")
@@ -1140,17 +1140,19 @@ def masked_column_norm(ctx: Context) -> Observation:
 
 
 @QUANTITIES.register("rnn-fixed-vector-product", "Claim B.12: max over i and L >= l > b >= 1 of ||D_{i,l} W ... D_{i,b} W "
-                     "z|| / ((1 + 1/L)^{l-b+1} ||z||) for z fixed before W (args.z 'gaussian' or 'e1')", networks=NET)
+                     "z|| / ((1 + 1/L)^{l-b+1} ||z||) for z fixed before W, drawn by ctx.coefficients(m) (the claim's "
+                     "inputs.coefficients: gaussian, ones, parity, first = e_1, or a list)", networks=NET)
 def fixed_vector_product(ctx: Context) -> Observation:
+    if "z" in ctx.args:
+        raise EstimatorError("args.z is not read: z is drawn by ctx.coefficients, declare it as inputs.coefficients")
     W, A, B, X = _setup(ctx)
     D = net.forward(W, A, B, X).mask()
     R, L, m = W.shape[0], X.shape[2], W.shape[-1]
-    if ctx.arg("z", "gaussian") == "e1":
-        z = torch.zeros(R, m, dtype=W.dtype)
-        z[:, 0] = 1
-    else:
-        z = ctx.randn(R, m)
-    z = z / z.norm(dim=-1, keepdim=True)
+    z = ctx.coefficients(m).to(W.dtype)
+    zn = z.norm(dim=-1, keepdim=True)
+    if not bool((zn > 0).all()):
+        raise EstimatorError("Claim B.12 needs z != 0: the coefficient vector is zero")
+    z = z / zn
     best = torch.zeros(R, dtype=W.dtype)
     for b in range(1, L + 1):
         v = D[:, :, b] * (z.unsqueeze(1) @ W.transpose(-1, -2))  # D_b W z, (R, n, m)
