@@ -4,16 +4,16 @@ Computed only from the claim (as the store snapshotted it) and the configuration
 parameters and, for a hunted or corpus configuration, its pinned dataset and labels), so a report regenerated from
 an existing store shows the same table.
 
-Three parts:
+Parts:
 - **datasets**, for a claim whose input generator takes n points (and a geometry): one row per admitted geometry
   (the claim's `inputs.geometry`, or each of a list of them; the generator's default when it names none), one column
   per admitted n (every n of a short integer range, else its three smallest, its middle and its two largest, plus
   every n that ran). A cell is "ran" (with how many configurations), "refused" (the geometry cannot place n points
   there: its `admits` reason at every d of the domain), "premise" (every dataset the geometry gives there breaks a
-  declared premise), "error" (configurations there recorded only errors) or "not run" (admitted, but neither the
-  profile's configurations nor its hunt reached it). A configuration counts for the geometry its pinned record names,
-  else, with a pinned dataset, as a hunted dataset (closed under x -> -x or not), else for the claim's first
-  geometry. The n summary says which n ran (smallest, odd, even) and at which even n a set closed under x -> -x
+  declared premise), "error" (configurations there recorded only errors) or "not run" (admitted, but no recorded
+  configuration is there: a hunt records only the case it keeps, never its probes). A configuration counts for the
+  geometry its pinned record names, else, with a pinned dataset, as a hunted dataset (closed under x -> -x or not),
+  else for the claim's first geometry. The n summary says which n ran (smallest, odd, even) and at which even n a set closed under x -> -x
   (the only n where such sets exist) ran.
 - **edges**: every declared parameter's min and max: "reached", "skipped" (the claim's `edges_skipped` reason) or
   "not run".
@@ -211,7 +211,7 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
         keep = set(ns_ran) | {columns[0], columns[1], columns[-1]}
         columns = sorted(keep)[:MAX_N_COLUMNS] if len(keep) > MAX_N_COLUMNS else sorted(keep)
     not_run = f"not in the {profile} profile" if profile else "not in the profile"
-    not_run += " (neither its configurations nor its hunt reached it)"
+    not_run += " (no configuration recorded there; a hunt records only the case it keeps, not its probes)"
 
     # the shape parameters other than n, for the geometry's admits predicate
     shape_params = []
