@@ -248,3 +248,37 @@ def test_out_of_regime_violation_is_measured_along_the_width(p2, seed):
     bad = [c for c in run.configs if c.violations]
     assert bad and all(c.pinned and not c.in_regime for c in bad)
     assert "violated-out-of-regime" in run.flags or "out-of-regime" in run.flags
+
+
+def test_hunts_run_on_the_worker_pool_and_a_resumed_run_never_hunts_again(tmp_path, monkeypatch):
+    # The full profile's default hunts are units of work on the run's pool (beside other claims' shards), so a
+    # 2-worker run plans exactly what the in-process run plans; the plan is recorded when the hunt returns, so a
+    # run interrupted after its hunt resumes from the recorded plan without hunting again.
+    from lemmacheck import corpus
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    claims, errors = load_claims([PLANTED2])  # the folder itself: spawned workers load its extension from there
+    assert not errors
+    claim = next(c for c in claims if c.id.endswith("/symmetric"))
+    serial, pooled = Store(tmp_path / "serial.db"), Store(tmp_path / "pooled.db")
+    r1 = run_claims([claim], serial, profile="full", seed=1, workers=1)
+    r2 = run_claims([claim], pooled, profile="full", seed=1, workers=2)
+    assert serial.configs(r1, claim.id) == pooled.configs(r2, claim.id)
+    assert any(c["pinned"] for c in pooled.configs(r2, claim.id))  # the hunt's case is in the plan
+    want = evaluate(serial, r1, [claim])[0]
+    assert want.verdict == evaluate(pooled, r2, [claim])[0].verdict == "violated"
+
+    # interrupted after the hunt: half the shards lost, the run unfinished
+    serial.db.execute("DELETE FROM shards WHERE run_id=? AND config_index % 2 = 0", (r1,))
+    serial.db.commit()
+    serial.reopen_run(r1)
+
+    def no_hunt(*a, **k):
+        raise AssertionError("a resumed run hunted again")
+
+    monkeypatch.setattr(corpus, "hunted", no_hunt)
+    assert run_claims([claim], serial, profile="full", seed=1, workers=1, resume=True) == r1
+    again = evaluate(serial, r1, [claim])[0]
+    assert [(c.params, c.violations, c.replicates) for c in again.configs] == \
+        [(c.params, c.violations, c.replicates) for c in want.configs]

@@ -10,6 +10,7 @@ dataset and labels, before the profile's configurations.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ def load(claim: Claim) -> list[Probe]:
 
 
 def _key(p: Probe) -> str:
-    return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates, p.coefficients])
+    return json.dumps([sorted(p.params.items()), p.points, p.labels, p.search, p.seed, p.replicates, p.coefficients,
+                       p.functions], sort_keys=True)
 
 
 def hunts(claim: Claim) -> list[dict[str, Any]]:
@@ -86,7 +88,7 @@ def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
     out = []
     for e in load(claim):
         again = probe(claim, e.params, 0, e.replicates, points=e.points, labels=e.labels, search=e.search or None,
-                      seed=e.seed, geometry=e.geometry, coefficients=e.coefficients)
+                      seed=e.seed, geometry=e.geometry, coefficients=e.coefficients, functions=e.functions)
         again.found_by = e.found_by
         out.append((e, again))
     return out
@@ -97,7 +99,7 @@ def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     definition is the claim pinned to the entry's dataset, labels and search, run as one shard. Then the datasets
     of sibling claims' corpora (propagated)."""
     return [(dict(e.params), e.seed, e.replicates,
-             pinned(claim, e.points, e.labels, e.search or None, e.coefficients).snapshot)
+             pinned(claim, e.points, e.labels, e.search or None, e.coefficients, e.functions).snapshot)
             for e in load(claim)] + propagated(claim)
 
 
@@ -147,7 +149,7 @@ def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
                 continue
             seed = config_seed(e.seed, claim.id, params)
             out.append((params, seed, e.replicates,
-                        pinned(claim, e.points, e.labels, None, e.coefficients).snapshot))
+                        pinned(claim, e.points, e.labels, None, e.coefficients, e.functions).snapshot))
     return out
 
 
@@ -158,7 +160,8 @@ def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
 # 6 x 3 x 4 = 72, at most 20 x 3 x 4 = 240), over the declared domain with every integer parameter (widths,
 # depths, n, d) capped at the largest value the profile's configurations run (sizes it already affords). One
 # violating draw breaks an "always" claim; a probabilistic one is confirmed on more draws (hunt's `confirm`).
-# Hunts run while the run is planned, in the planning process (not spread over --workers).
+# Hunts run on the run's worker pool beside other claims' shards (HuntTask); a claim's shards are planned when its
+# hunt returns, and the plan is recorded, so a resumed run does not hunt again.
 DEFAULT_HUNT_MIN, DEFAULT_HUNT_MAX = 6, 20
 HUNT_REPLICATES = 4
 
@@ -219,4 +222,23 @@ def hunted(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLIC
     if best is None or (res.counterexample is None and claim.mode == "scaling"):
         return []  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
     return [(dict(best.params), best.seed,
-             pinned(claim, best.points, best.labels, best.search or None, best.coefficients).snapshot)]
+             pinned(claim, best.points, best.labels, best.search or None, best.coefficients, best.functions).snapshot)]
+
+
+@dataclass(frozen=True)
+class HuntTask:
+    """A claim's bounded hunt as a unit of work for the run's executor (a worker process, like a shard)."""
+    source: str  # claim file: the worker loads its folder's extension from beside it
+    definition: str  # the claim's snapshot as recorded with the run
+    claim_id: str
+    examples: int
+    seed: int
+    profile: str
+
+
+def run_hunt_task(task: HuntTask) -> list[tuple[dict[str, float], int, str]]:
+    """`hunted` for a HuntTask, in whichever process runs it; seeded, so every process returns the same plan."""
+    from .claims import claim_from_snapshot
+
+    claim = claim_from_snapshot(task.source, task.definition)
+    return hunted(claim, task.examples, task.seed, profile=task.profile)

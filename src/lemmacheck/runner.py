@@ -10,8 +10,8 @@ executor or worker count.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
-import itertools
 import json
 import multiprocessing
 import os
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .claims import Claim
+from .corpus import HuntTask, run_hunt_task
 from .errors import LemmacheckError
 from .hunt import apply_pins, pins_of
 from .registry import QUANTITIES
@@ -43,18 +44,22 @@ from .store import now as now_utc
 from .verdicts import ClaimResult, claim_result, config_result
 
 
-def plan(claim: Claim, profile: str, seed: int) -> list[ConfigPlan]:
+def plan(claim: Claim, profile: str, seed: int,
+         hunted: list[tuple[dict[str, float], int, str]] | None = None) -> list[ConfigPlan]:
     """The corpus's saved counterexamples first (each replayed with its recorded seed, as one shard), then the
     profile's bounded hunt (its counterexample or worst case, pinned; the full profile hunts every claim by
-    default, corpus.hunt_budget), then the profile's configurations."""
+    default, corpus.hunt_budget), then the profile's configurations. `hunted`: the hunt's outcome when it already
+    ran elsewhere (run_claims hunts on the worker pool); None hunts here."""
     from . import corpus
 
     prof = claim.profiles[profile]
     replayed = [ConfigPlan(p, s, r, r, False, definition) for p, s, r, definition in corpus.plans(claim)]
     examples = corpus.hunt_budget(claim, profile)  # the full profile hunts by default (corpus.hunt_budget)
+    if examples and hunted is None:
+        hunted = corpus.hunted(claim, examples, seed, profile=profile)
     if examples:
         replayed += [ConfigPlan(p, s, prof.replicates, prof.shard_size, False, definition)
-                     for p, s, definition in corpus.hunted(claim, examples, seed, profile=profile)]
+                     for p, s, definition in hunted or []]
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
@@ -101,20 +106,24 @@ class _Pool:
         self.ex = self.make()
 
 
-def _drain(pool: _Pool, tasks: list[ShardTask], store: Store, run_id: int, progress: Any = None) -> None:
+def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id: int, progress: Any = None,
+           hunted: Callable[[HuntTask, list], list[ShardTask]] | None = None) -> None:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
     loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
-    fresh pool: only completed shards are written, each once (the store's key refuses a second row)."""
+    fresh pool: only completed shards are written, each once (the store's key refuses a second row). A HuntTask's
+    outcome goes to `hunted`, which plans its claim and returns that claim's shards to run after the rest."""
     window = 1 if isinstance(pool.ex, InProcessExecutor) else 2 * max(1, getattr(pool.ex, "_max_workers", 1))
-    pending = iter(tasks)
-    retry: list[ShardTask] = []
+    pending = collections.deque(tasks)
+    retry: list[ShardTask | HuntTask] = []
     deaths: dict[tuple[str, int, int], int] = {}
-    inflight: dict[Future, ShardTask] = {}
+    inflight: dict[Future, ShardTask | HuntTask] = {}
 
     def refill(n: int) -> None:
-        for t in itertools.islice(itertools.chain(retry[:n], pending), n):
-            inflight[pool.ex.submit(execute_shard, t)] = t
-        del retry[:n]
+        for _ in range(n):
+            if not retry and not pending:
+                break
+            t = retry.pop(0) if retry else pending.popleft()
+            inflight[pool.ex.submit(run_hunt_task if isinstance(t, HuntTask) else execute_shard, t)] = t
 
     refill(window)
     while inflight:
@@ -127,15 +136,24 @@ def _drain(pool: _Pool, tasks: list[ShardTask], store: Store, run_id: int, progr
             except BaseException as exc:
                 if not _worker_died(exc):
                     raise
-                key = (task.claim_id, task.config_index, task.shard_index)
+                key = (task.claim_id, -1, -1) if isinstance(task, HuntTask) else (
+                    task.claim_id, task.config_index, task.shard_index)
                 deaths[key] = deaths.get(key, 0) + 1
                 if deaths[key] >= MAX_WORKER_DEATHS:
                     raise LemmacheckError(
                         f"{task.source}: the worker process died {deaths[key]} times running {task.claim_id} "
-                        f"config {task.params} shard {task.shard_index} (out of memory?); completed shards are "
-                        "saved: lower the configuration's width or shard_size, then --resume") from exc
+                        + ("hunt" if isinstance(task, HuntTask) else f"config {task.params} shard {task.shard_index}")
+                        + " (out of memory?); completed shards are saved: lower the configuration's width or "
+                        "shard_size (or the profile's hunt), then --resume") from exc
                 retry.append(task)
                 broken = broken or isinstance(exc, cf.BrokenExecutor)
+                continue
+            if isinstance(task, HuntTask):
+                assert hunted is not None
+                more = hunted(task, rec)
+                pending.extend(more)
+                if progress is not None:
+                    progress.planned(more)
                 continue
             store.write_shard(run_id, rec)
             if progress is not None:
@@ -315,9 +333,12 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     ones kept. Neither notices changes to estimator code: start a new run after changing one, or name the
     claims it affects in `rerun` (with `update`: their stored shards are dropped and drawn again).
     `progress` (a progress.RunProgress) hears of every planned wave and every stored shard."""
+    from . import corpus
+
     paths = paths if paths is not None else sorted(c.id for c in claims)
-    plans = {c.id: (c, [] if c.mode == "infeasible" else plan(c, profile, seed)) for c in claims}
-    check_memory(plans, profile, workers)
+    # hunted configurations stay within the profile's own sizes (corpus.affordable): the profile's plan bounds memory
+    check_memory({c.id: (c, [] if c.mode == "infeasible" else plan(c, profile, seed, hunted=[])) for c in claims},
+                 profile, workers)
     run_id = None
     if update:
         run_id = store.find_latest(seed, profile, paths)
@@ -336,18 +357,38 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     # Every shard of a fixed-size configuration goes into the first wave; an early-stopping configuration
     # contributes one shard per wave, in index order, until its confidence sequence decides. The decision
     # reads only that configuration's stored prefix of shards, so it is the same for any executor.
-    waves: list[ShardTask] = []
+    # Hunts go to the pool first, beside the shards of claims that need none; a claim that hunts is planned (and
+    # its plan recorded) when its hunt returns, and a resumed run reads that recorded plan instead of hunting again.
+    waves: list[ShardTask | HuntTask] = []
     sequential: list[tuple[Claim, int, ConfigPlan]] = []
-    for claim, claim_plans in plans.values():
+    by_id = {c.id: c for c in claims}
+
+    def admit(claim: Claim, claim_plans: list[ConfigPlan]) -> list[ShardTask]:
         store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
                           [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop, pins_of(claim, p.definition))
                            for p in claim_plans])
         done = store.done_shards(run_id, claim.id)
+        tasks = []
         for j, p in enumerate(claim_plans):
             if p.early_stop:
                 sequential.append((claim, j, p))
                 continue
-            waves.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
+            tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
+        return tasks
+
+    def hunt_returned(task: HuntTask, outcome: list) -> list[ShardTask]:
+        claim = by_id[task.claim_id]
+        return admit(claim, plan(claim, profile, seed, hunted=outcome))
+
+    hunts: list[ShardTask | HuntTask] = []
+    for claim in claims:
+        examples = 0 if claim.mode == "infeasible" else corpus.hunt_budget(claim, profile)
+        recorded = recorded_plan(store, run_id, claim) if examples else None
+        if examples and recorded is None:
+            hunts.append(HuntTask(str(claim.source), claim.snapshot, claim.id, examples, seed, profile))
+        else:
+            waves.extend(admit(claim, [] if claim.mode == "infeasible" else recorded or plan(claim, profile, seed)))
+    waves = hunts + waves
     own = executor is None
     pool = _Pool(executor or make_executor(workers), (lambda: make_executor(workers)) if own else None)
     try:
@@ -356,8 +397,8 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             if not waves:
                 break
             if progress is not None:
-                progress.planned(waves)
-            _drain(pool, waves, store, run_id, progress)
+                progress.planned([t for t in waves if not isinstance(t, HuntTask)])
+            _drain(pool, waves, store, run_id, progress, hunt_returned)
             waves = []
     except BaseException:
         if own and hasattr(pool.ex, "shutdown"):
@@ -367,6 +408,18 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         pool.ex.shutdown(wait=True)
     store.finish_run(run_id)
     return run_id
+
+
+def recorded_plan(store: Store, run_id: int, claim: Claim) -> list[ConfigPlan] | None:
+    """The plan this run recorded for the claim (its hunted and corpus configurations re-pinned from the stored
+    pins), or None when the run has none for the claim's current definition."""
+    if store.stored_definition(run_id, claim.id) != claim.snapshot:
+        return None
+    rows = store.configs(run_id, claim.id)
+    if not rows:
+        return None
+    return [ConfigPlan(r["params"], r["seed"], r["replicates"], r["shard_size"], r["early_stop"],
+                       apply_pins(claim, r["pinned"]).snapshot if r["pinned"] else "") for r in rows]
 
 
 def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str]) -> None:
