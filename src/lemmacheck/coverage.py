@@ -177,7 +177,7 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
         return None
     kind = gen[0]
     spec = claim.inputs
-    n_spec = spec.get("n", "n")
+    n_spec = spec.get("n", "n" if "n" in claim.params else 1)  # as ctx.inputs() defaults it
     n_param = n_spec if isinstance(n_spec, str) and n_spec in claim.params else None
     geometries = declared_geometries(claim) or [kind]  # a generator without geometries: one row, its draws
     premises = tuple(check_premises(spec.get("premises", ()))) if spec.get("premises") else ()
