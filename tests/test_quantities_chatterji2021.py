@@ -16,6 +16,8 @@ from plugins import paper
 
 import lemmacheck.builtin  # noqa: F401  (registers the quantities)
 from lemmacheck.context import Context
+from lemmacheck.inputs import null_vectors
+from lemmacheck.registry import QUANTITIES
 
 net = paper("chatterji2021").network
 q = paper("chatterji2021").quantities
@@ -283,6 +285,31 @@ def test_chain_products_against_explicit_matrices():
             ref = Vs[j - 1][r] @ torch.diag(fwd.dphi[j - 2][r, s]) @ ref
         ref = Vs[-1][r] @ torch.diag(fwd.dphi[2][r, s]) @ ref
         assert torch.allclose(w[r, s], ref[0], rtol=1e-12)
+
+
+def _e10(part, coefficients, L=1, R=4, seed=3):
+    c = ctx({"p": 6, "n": 3, "L": L, "h": 1e-4}, R=R, seed=seed, args={"part": part, "activation": "huberized-relu"})
+    if coefficients is not None:
+        c.inputs_spec["coefficients"] = coefficients
+    return QUANTITIES.get("chatterji2021-init-chain").obj(c).value
+
+
+def test_e10_fixed_vector_is_drawn_through_the_context():
+    """Lemma E.10's "fixed z" is ctx.coefficients(p), normalised: z = e_1 (first) reads ||V_1 e_1|| at L = 1, a
+    pinned z gives its own value whatever its scale, and null-vector puts z orthogonal to every input point. A z
+    built inside the estimator ignored all of these."""
+    c = ctx({"p": 6, "n": 3, "L": 1}, R=4, seed=3)
+    X = c.inputs()
+    Vs = net.init(c.generator, 4, 6, 1, F64)
+    torch.testing.assert_close(_e10("e10-b", "first"), Vs[0][:, :, 0].norm(dim=-1), rtol=1e-12, atol=0)
+    zn = null_vectors(X.transpose(-1, -2))  # unit, orthogonal to the 3 input points in R^6
+    assert float((X @ zn.unsqueeze(-1)).abs().max()) < 1e-12
+    torch.testing.assert_close(_e10("e10-b", "null-vector"), (Vs[0] @ zn.unsqueeze(-1)).squeeze(-1).norm(dim=-1),
+                               rtol=1e-12, atol=0)
+    z = [0.3, -1.0, 0.2, 0.0, 0.5, 0.1]
+    pinned = _e10("e10-b", z, L=3)
+    torch.testing.assert_close(_e10("e10-b", [3 * v for v in z], L=3), pinned, rtol=1e-12, atol=0)
+    assert float((pinned - _e10("e10-b", None, L=3)).abs().max()) > 1e-3
 
 
 def test_clustered_data_and_explicit_margin():

@@ -1050,7 +1050,7 @@ CHAIN_PARTS = ("e3-op", "e3-out", "e4-op", "e4-out", "e5", "e6", "e7", "e8", "e1
                      "1 <= l1 <= l2 <= L: 'e3-op' max_l ||V_l||_op; 'e3-out' ||V_{L+1}||^2/(2p); 'e4-op' "
                      "||V_{l2} Sigma ... Sigma V_{l1}||_op; 'e4-out' ||V_{L+1} Sigma_L ... V_{l1}||; 'e5'/'e6' sup over unit "
                      "k-sparse a of ||M a|| / ||a^T M||; 'e7' sup |a^T M b|; 'e8' sup |w a| (exact top-k); 'e10-a'/'e10-b' "
-                     "||Sigma V ... Sigma V z|| / ||V Sigma ... V z|| for a fixed unit z; k = args.k (expression); args.normalise "
+                     "||Sigma V ... Sigma V z|| / ||V Sigma ... V z|| for a fixed unit z (ctx.coefficients(p) normalised); k = args.k (expression); args.normalise "
                      "divides e7 by sqrt(k log(p)/p) and e8 by sqrt(k log p)",
                      networks=NET)
 def init_chain(ctx: Context) -> Observation:
@@ -1076,8 +1076,13 @@ def init_chain(ctx: Context) -> Observation:
     act = _act(ctx)
     fwd = net.forward(Vs, X, act)
     if part.startswith("e10"):
-        z = torch.randn(R, p, generator=ctx.generator, dtype=X.dtype)
-        z = z / z.norm(dim=-1, keepdim=True)  # drawn independently of V^(1), as the lemma requires
+        # "z in S^{p-1} fixed": drawn independently of V^(1), as the lemma requires, through ctx.coefficients (the
+        # claim's inputs.coefficients; null-vector: a z orthogonal to every input point), so runs and hunts move it
+        z = ctx.coefficients(p, X.detach().transpose(-1, -2)).to(X.dtype)
+        zn = z.norm(dim=-1, keepdim=True)
+        if not bool((zn > 0).all()):
+            raise EstimatorError("Lemma E.10 needs a unit z: the coefficient vector is zero")
+        z = z / zn
         best = torch.zeros(R, dtype=X.dtype)
         n = X.shape[1]
         for l1 in range(1, L + 1):
