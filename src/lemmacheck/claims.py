@@ -23,6 +23,8 @@ from typing import Any
 from .builtin import load_installed_extensions
 from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
+from .functions import ROLES as FUNCTION_ROLES
+from .functions import FunctionSpecError, check_function_spec
 from .inputs import check_points, check_premises, coefficient_spec, label_pattern
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
@@ -482,7 +484,7 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     if inputs:
         ik = inputs.get("kind")
         # Labels alone (a quantity that draws labels but no data) need no generator.
-        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients"}):
+        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients", *FUNCTION_ROLES}):
             raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
         spec = INPUTS.get(ik).extra.get("fields", {}) if ik is not None else {}
         for k, v in inputs.items():
@@ -505,6 +507,12 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     check_premises(v)
                 except ValueError as e:
                     raise ClaimError(path, "inputs.premises", str(e)) from None
+                continue
+            if k in FUNCTION_ROLES:  # a function class drawn by ctx.function (functions.CLASSES)
+                try:
+                    check_function_spec(v)
+                except FunctionSpecError as e:
+                    raise ClaimError(path, ".".join(filter(None, ("inputs", k, e.field))), e.problem, e.fix) from None
                 continue
             if k == "points":  # a pinned dataset (a hunt's counterexample): every replicate uses it
                 try:

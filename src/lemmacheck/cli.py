@@ -494,12 +494,16 @@ def cmd_hunt(a: argparse.Namespace) -> int:
             print(f"  dataset ({ce.geometry}): {ce.points}")
         if ce.labels is not None:
             print(f"  labels: {_signs(ce.labels)}")
+        for role, member in (ce.functions or {}).items():
+            from .functions import parse_member
+            print(f"  {role}: {parse_member(member).name}")
         if a.save:
             print(f"  saved to {record_hunt(claim, res, seed=a.seed, replicates=a.replicates)}: every later run "
                   "of the claim replays it first")
         # one shard of ce.replicates draws from the configuration seed, the dataset/labels/search pinned: exact
         pins = {k: v for k, v in (("points", ce.points), ("labels", _signs(ce.labels) if ce.labels else None),
                                   ("search", ce.search or None), ("coefficients", ce.coefficients)) if v is not None}
+        pins.update(ce.functions or {})  # the member of each function class the hunt pinned
         print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates, pins or None))
         return 1
     return 0

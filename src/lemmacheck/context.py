@@ -15,6 +15,7 @@ import torch
 
 from .errors import EstimatorError
 from .expressions import parse
+from .functions import ROLES, Member, resolve
 from .inputs import broken_premises, draw_coefficients, draw_labels, meets_premises, pinned_dataset
 from .registry import INPUTS
 
@@ -74,6 +75,8 @@ class Context:
         spec = dict(self.inputs_spec)
         spec.pop("labels", None)  # drawn by ctx.labels
         spec.pop("coefficients", None)  # drawn by ctx.coefficients
+        for role in ROLES:
+            spec.pop(role, None)  # functions: ctx.function
         premises = spec.pop("premises", ())  # hypotheses on the data every dataset must meet (inputs.PREMISES)
         points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")
@@ -131,6 +134,26 @@ class Context:
             X = self._last_inputs
         spec = self.inputs_spec.get("coefficients", "gaussian")
         return draw_coefficients(self.generator, spec, self.replicates, n, X, self.dtype).to(self.device)
+
+    def function(self, role: str = "activation") -> Member:
+        """The function the statement quantifies over in `role` ("activation", "loss"): a member of the claim's
+        declared class (`inputs.<role>`, functions.CLASSES): the pinned `member`, else the class's default. It
+        is callable on tensors and knows its derivatives (.d1, .d2) and constants (.lipschitz, .smooth, .bound,
+        .at_zero); estimators never build such a function privately, so runs and hunts can move it."""
+        spec = self.inputs_spec.get(role)
+        if role not in ROLES or not isinstance(spec, Mapping):
+            raise EstimatorError(f"{self.claim_id}: the quantity quantifies over a function '{role}' the claim does "
+                                 f"not declare (add inputs.{role} = {{ class = \"lipschitz-smooth\", lipschitz = "
+                                 "..., smooth = ... }; roles: " + ", ".join(ROLES) + ")")
+        return resolve(spec)
+
+    def activation(self) -> Member:
+        """ctx.function("activation")."""
+        return self.function("activation")
+
+    def loss(self) -> Member:
+        """ctx.function("loss")."""
+        return self.function("loss")
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, dtype=self.dtype).to(self.device)

@@ -1,5 +1,6 @@
 """Hunting for violations: Hypothesis searches what a claim quantifies over (its parameters, and, when its
-quantity draws them, the dataset, the labels and the perturbation direction), targeted at the smallest slack,
+quantity draws them, the dataset, the labels, the coefficients, the members of a function class and the
+perturbation direction), targeted at the smallest slack,
 and shrinks a confirmed violation to a minimal example (fewest points, lowest dimension, simplest
 coordinates, smallest parameters).
 
@@ -30,6 +31,8 @@ import torch
 
 from .claims import Claim, parse_claim
 from .context import DTYPES, Context
+from .functions import ROLES as FUNCTION_ROLES
+from .functions import members, parse_member
 from .inputs import all_patterns
 from .registry import QUANTITIES
 from .search import move_points
@@ -57,6 +60,7 @@ class Probe:
     violation_ci: tuple[float, float] = (0.0, 1.0)
     found_by: str = "hypothesis"
     coefficients: str | list[float] | None = None  # a pinned coefficient family or vector (ctx.coefficients)
+    functions: dict[str, dict[str, Any]] | None = None  # a pinned member per function role (ctx.function)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -87,18 +91,22 @@ class HuntResult:
         return min(cands, key=lambda p: p.slack_min) if cands else None
 
     def tried(self) -> dict[str, Any]:
-        """How hard it was hunted: cases probed, dataset families and label patterns tried."""
+        """How hard it was hunted: cases probed, dataset families, label patterns and function members tried."""
+        fns = Counter(f"{r}: {parse_member(m).name}" for p in self.probes for r, m in (p.functions or {}).items())
         return {"cases": len(self.probes),
                 "geometries": dict(Counter(p.geometry for p in self.probes if p.geometry)),
+                **({"functions": dict(fns)} if fns else {}),
                 "label_patterns": len({json.dumps(p.labels) for p in self.probes if p.labels is not None}),
                 "search": self.search}
 
 
 def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | str | None = None,
-           search: str | None = None, coefficients: str | list[float] | None = None) -> Claim:
-    """The claim with its dataset and/or labels fixed (every replicate uses them) and its perturbation search
+           search: str | None = None, coefficients: str | list[float] | None = None,
+           functions: dict[str, Any] | None = None) -> Claim:
+    """The claim with its dataset and/or labels fixed (every replicate uses them), its functions pinned to one
+    member of their class (`functions`: role -> member, functions.parse_member's form) and its perturbation search
     replaced: an ordinary claim the runner executes and a corpus entry replays."""
-    if points is None and labels is None and not search and coefficients is None:
+    if points is None and labels is None and not search and coefficients is None and not functions:
         return claim
     raw = copy.deepcopy(claim.raw)
     inputs = raw.setdefault("inputs", {})
@@ -108,6 +116,10 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
         inputs["labels"] = labels if isinstance(labels, str) else "".join("+" if v > 0 else "-" for v in labels)
     if coefficients is not None:
         inputs["coefficients"] = coefficients
+    for role, member in (functions or {}).items():
+        if role not in FUNCTION_ROLES or not isinstance(inputs.get(role), dict):
+            raise ValueError(f"pinned: the claim declares no function class '{role}' (inputs.{role})")
+        inputs[role] = {**inputs[role], "member": member}
     if search:
         raw.setdefault("check", {})["search"] = search
     return parse_claim(raw, claim.source)
@@ -122,6 +134,10 @@ def pins_of(claim: Claim, definition: str) -> dict[str, Any] | None:
     raw = json.loads(definition)
     inputs, own = raw.get("inputs", {}) or {}, claim.raw.get("inputs", {}) or {}
     out = {k: inputs[k] for k in ("points", "labels", "coefficients") if k in inputs and inputs[k] != own.get(k)}
+    for role in FUNCTION_ROLES:  # a pinned member of a function class: {"activation": {"base": ..., ...}}
+        member = (inputs.get(role) or {}).get("member") if isinstance(inputs.get(role), dict) else None
+        if member is not None and member != ((own.get(role) or {}).get("member")):
+            out[role] = member
     search = (raw.get("check") or {}).get("search")
     if search and search != (claim.raw.get("check") or {}).get("search"):
         out["search"] = search
@@ -132,20 +148,23 @@ def apply_pins(claim: Claim, pins: dict[str, Any] | None) -> Claim:
     """The claim pinned as `pins` (pins_of's form) says; unknown keys are refused by name."""
     if not pins:
         return claim
-    extra = set(pins) - {"points", "labels", "search", "coefficients"}
+    extra = set(pins) - {"points", "labels", "search", "coefficients", *FUNCTION_ROLES}
     if extra:
-        raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search, coefficients")
-    return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"), pins.get("coefficients"))
+        raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search, coefficients, "
+                         + ", ".join(FUNCTION_ROLES))
+    return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"), pins.get("coefficients"),
+                  {r: pins[r] for r in FUNCTION_ROLES if r in pins})
 
 
 def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,
           points: list[list[float]] | None = None, labels: list[int] | None = None, search: str | None = None,
-          seed: int | None = None, geometry: str = "", coefficients: str | list[float] | None = None) -> Probe:
+          seed: int | None = None, geometry: str = "", coefficients: str | list[float] | None = None,
+          functions: dict[str, Any] | None = None) -> Probe:
     """Run one case through the runner's shard code: seed = the configuration's (run seed, claim, params)
     seed unless given (a corpus replay passes the recorded one)."""
     chk = claim.check
     assert chk is not None
-    run = pinned(claim, points, labels, search, coefficients)
+    run = pinned(claim, points, labels, search, coefficients, functions)
     seed = config_seed(run_seed, claim.id, params) if seed is None else seed
     rec = execute_shard(ShardTask(str(claim.source), run.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0),
                                   replicates))
@@ -165,7 +184,8 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
     k = cr.nonpositive if claim.mode == "scaling" else cr.violations
     sl = cr.slack_min if cr.slack_min is not None and not math.isnan(cr.slack_min) else math.inf
     return Probe(dict(params), seed, float(sl), int(k), bool(cr.in_regime), replicates, points, labels, geometry,
-                 search or "", cr.verdict == "violated", tuple(cr.violation_ci), coefficients=coefficients)
+                 search or "", cr.verdict == "violated", tuple(cr.violation_ci), coefficients=coefficients,
+                 functions=dict(functions) if functions else None)
 
 
 def _context(claim: Claim, params: dict[str, float], replicates: int, gen: torch.Generator,
@@ -193,9 +213,14 @@ class _Recorder(Context):
         self.drew.add("coefficients")
         return super().coefficients(n, X)
 
+    def function(self, role: str = "activation") -> Any:
+        self.drew.add(f"function:{role}")
+        return super().function(role)
+
 
 def draws(claim: Claim, params: dict[str, float]) -> set[str]:
-    """What the claim's quantity draws at a configuration ("inputs", "labels"), by one small dry run."""
+    """What the claim's quantity draws at a configuration ("inputs", "labels", "coefficients", "function:<role>"),
+    by one small dry run."""
     chk = claim.check
     assert chk is not None
     ctx = _context(claim, params, 2, torch.Generator().manual_seed(0))
@@ -218,7 +243,7 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
     sseed = shard_seed(start.seed, 0)
     R = start.replicates or 8
     q = QUANTITIES.get(chk.quantity).obj
-    run = pinned(claim, None, start.labels, start.search or None, start.coefficients)
+    run = pinned(claim, None, start.labels, start.search or None, start.coefficients, start.functions)
 
     def objective(X: torch.Tensor) -> torch.Tensor:
         gen = torch.Generator().manual_seed(sseed & 0xFFFFFFFFFFFF)
@@ -237,7 +262,7 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
     try:  # a moved dataset that breaks a declared premise is refused by the estimator: no result
         p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
                   search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}",
-                  coefficients=start.coefficients)
+                  coefficients=start.coefficients, functions=start.functions)
     except RuntimeError:
         return None
     p.found_by = "gradient adversary"
@@ -272,11 +297,16 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     data = ("inputs" in drawn and has_shape) if data is None else data
     labels = ("labels" in drawn) if labels is None else labels
     coefficients = "coefficients" in drawn and "coefficients" not in (claim.inputs or {})
+    # function classes the quantity draws (ctx.function) and the claim does not pin: every admitted member is a case
+    functions = tuple(r for r in FUNCTION_ROLES if f"function:{r}" in drawn and "member" not in claim.inputs[r])
     search = search if search is not None else ESCALATE.get(chk.search, "")
     result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
     stratified = examples // 2 if stratified is None else stratified
-    budget = max_probes if max_probes is not None else 4 * examples + stratified
+    # every admitted member of a searched function class gets probed: the sweep has at least one case per member
+    extra = max([len(members(claim.inputs[r])) - stratified for r in functions] + [0]) if stratified else 0
+    stratified += extra
+    budget = (max_probes if max_probes is not None else 4 * examples + stratified) + extra
 
     class Found(AssertionError):
         pass
@@ -288,10 +318,12 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
                 return None
             try:
                 p = probe(claim, case.params, seed, replicates, points=case.points, labels=case.labels,
-                          search=search or None, geometry=case.geometry, coefficients=case.coefficients)
+                          search=search or None, geometry=case.geometry, coefficients=case.coefficients,
+                          functions=case.functions)
                 if claim.mode == "probabilistic" and p.violations and not p.significant and confirm > replicates:
                     p = probe(claim, case.params, seed, confirm, points=case.points, labels=case.labels,
-                              search=search or None, geometry=case.geometry, coefficients=case.coefficients)
+                              search=search or None, geometry=case.geometry, coefficients=case.coefficients,
+                              functions=case.functions)
             except RuntimeError:
                 p = None  # configurations the estimator cannot handle (e.g. odd width) are skipped
             seen[key] = p  # type: ignore[assignment]
@@ -304,7 +336,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     @hseed(seed)
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.target, Phase.shrink])
-    @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients))
+    @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients, functions=functions))
     def search_cases(case) -> None:
         p = run_case(case)
         if p is None:
@@ -327,7 +359,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
 
     if result.counterexample is None and stratified:
         for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain,
-                           coefficients=coefficients):
+                           coefficients=coefficients, functions=functions):
             p = run_case(case)
             if breaks(p):
                 assert p is not None
@@ -356,7 +388,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
             p = None if simple is None else probe(claim, ce.params, seed, ce.replicates, points=simple,
                                                   labels=ce.labels, search=ce.search or None,
                                                   geometry=f"{ce.geometry} (principal axes)",
-                                                  coefficients=ce.coefficients)
+                                                  coefficients=ce.coefficients, functions=ce.functions)
         except RuntimeError:
             p = None
         if p is not None and p.significant:
@@ -406,7 +438,8 @@ def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None 
             continue
         try:
             p = probe(claim, {**found.params, param: v}, run_seed, found.replicates or 8, points=found.points,
-                      labels=found.labels, search=found.search or None, coefficients=found.coefficients)
+                      labels=found.labels, search=found.search or None, coefficients=found.coefficients,
+                      functions=found.functions)
         except RuntimeError as exc:
             rows.append({"level": v, "error": str(exc)[:200]})
             continue
@@ -431,7 +464,7 @@ def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int
         for y in (pattern, [-v for v in pattern]):
             try:
                 p = probe(claim, worst.params, seed, replicates, points=worst.points, labels=y, search=search,
-                          geometry=worst.geometry, coefficients=worst.coefficients)
+                          geometry=worst.geometry, coefficients=worst.coefficients, functions=worst.functions)
             except RuntimeError:
                 continue
             p.found_by = "every labelling"

@@ -13,6 +13,7 @@ dimension and simple coordinates. Labels are explicit +-1 patterns (every patter
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from .claims import Claim, Param, config_values
 from .expressions import parse
+from .functions import member_key, members
 from .inputs import (
     COEFFICIENTS,
     GEOMETRIES,
@@ -54,10 +56,12 @@ class Case:
     data_seed: int | None = None  # a stratified case's dataset seed: the same geometry redrawn at another n
     label_family: str = ""  # a stratified case's label family (or "pattern")
     coefficients: str | None = None  # the coefficient family pinned (inputs.COEFFICIENTS), when one is searched
+    functions: dict[str, dict] | None = None  # role -> the member of its function class pinned, when searched
 
     def key(self) -> str:
         import json
-        return json.dumps([sorted(self.params.items()), self.points, self.labels, self.coefficients])
+        fns = sorted((r, member_key(m)) for r, m in self.functions.items()) if self.functions else None
+        return json.dumps([sorted(self.params.items()), self.points, self.labels, self.coefficients, fns])
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -158,9 +162,15 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
     return round(n), round(d), float(sep or 0.0)
 
 
-def cases(claim: Claim, *, data: bool = True, labels: bool = True,
-          coefficients: bool = False) -> st.SearchStrategy[Case]:
-    """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it."""
+def function_members(claim: Claim, role: str) -> list[dict]:
+    """The members of the claim's function class `role` (inputs.<role>) as pins, the default first."""
+    return [m.to_json() for m in members(claim.inputs[role])]
+
+
+def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients: bool = False,
+          functions: tuple[str, ...] = ()) -> st.SearchStrategy[Case]:
+    """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it, and a
+    member of each searched function class (`functions`: roles; shrinking moves towards the class's default)."""
 
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
 
@@ -179,6 +189,8 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True,
             case.labels = draw(labelings(n_labels, X))
         if coefficients:
             case.coefficients = draw(st.sampled_from(list(COEFFICIENTS)))
+        if functions:
+            case.functions = {r: draw(st.sampled_from(function_members(claim, r))) for r in functions}
         return case
 
     return build()
@@ -237,9 +249,11 @@ def domain_values(p: Param) -> list[float]:
 
 
 def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
-           domain: dict[str, list[float]] | None = None, coefficients: bool = False) -> list[Case]:
+           domain: dict[str, list[float]] | None = None, coefficients: bool = False,
+           functions: tuple[str, ...] = ()) -> list[Case]:
     """`count` cases spread evenly over every stratum of the claim's domain: each parameter's domain_values,
-    the dataset families (every structured geometry and integer coordinates) and the label families, chosen
+    the dataset families (every structured geometry and integer coordinates), the label families and the members
+    of each searched function class (`functions`: roles; every member once when `count` allows), chosen
     greedily so that every value of every dimension is used about equally often (no first-listed bias), the ties
     broken by a seeded shuffle. Cells whose geometry cannot place the configuration's dataset, or whose dataset
     breaks a declared premise, are skipped (not counted)."""
@@ -254,8 +268,11 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         dims["__labels"] = ["pattern", *[f for f in LABELS if f != "rademacher"]]
     if coefficients:
         dims["__coefficients"] = list(COEFFICIENTS)
+    for role in functions:
+        dims[f"__function:{role}"] = [member_key(m) for m in function_members(claim, role)]
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
     names = list(dims)
+    fdims = {k for k in names if k.startswith("__function:")}
     total = math.prod(len(v) for v in dims.values())
     if total <= 4096:
         pool = [dict(zip(names, cell, strict=True)) for cell in itertools.product(*dims.values())]
@@ -275,7 +292,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
 
     out: list[Case] = []
     while pool and len(out) < count:
-        best = min(range(len(pool)), key=lambda i: (sum(used[k][repr(pool[i][k])] for k in names),
+        # members of a function class not yet probed come first (each is probed once before any twice)
+        best = min(range(len(pool)), key=lambda i: (sum(used[k][repr(pool[i][k])] for k in names if k in fdims),
+                                                    sum(used[k][repr(pool[i][k])] for k in names),
                                                     -degenerate(pool[i])))
         cell = pool.pop(best)
         case = _stratum_case(claim, cell, rng, labels, premises)
@@ -291,6 +310,8 @@ def _stratum_case(claim: Claim, cell: dict, rng: random.Random, labels: bool,
                   premises: tuple[str, ...]) -> Case | None:
     params = dict(sorted((k, v) for k, v in cell.items() if not k.startswith("__")))
     case = Case(params, coefficients=cell.get("__coefficients"))
+    fns = {k.split(":", 1)[1]: json.loads(v) for k, v in cell.items() if k.startswith("__function:")}
+    case.functions = fns or None
     geometry = cell.get("__geometry")
     X = None
     if geometry is not None:
@@ -344,7 +365,7 @@ def dataset_at(claim: Claim, params: dict[str, float], geometry: str, seed: int,
 def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | None = None) -> list[Case]:
     """Simpler neighbours of a stratified case, simplest first: each parameter moved to a smaller value of its
     stratum (the dataset redrawn in the same geometry from the same seed at the new shape), then the labels
-    flipped to +1 one at a time. A hunt keeps the first that still fails and repeats (a greedy shrink)."""
+    flipped to +1 one at a time, then each function class's earlier members (towards its default). A hunt keeps the first that still fails and repeats (a greedy shrink)."""
     out: list[Case] = []
     doms = domain or {k: domain_values(p) for k, p in claim.params.items()}
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
@@ -371,4 +392,9 @@ def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | Non
         for i, v in enumerate(case.labels):
             if v < 0:
                 out.append(replace(case, labels=[*case.labels[:i], 1, *case.labels[i + 1:]]))
+    for role, member in (case.functions or {}).items():  # an earlier (simpler) member of the class
+        listed = function_members(claim, role)
+        keys = [member_key(m) for m in listed]
+        here = keys.index(member_key(member)) if member_key(member) in keys else len(keys)
+        out += [replace(case, functions={**case.functions, role: m}) for m in listed[:here]]
     return out
