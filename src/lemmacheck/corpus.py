@@ -236,9 +236,13 @@ class HuntTask:
     profile: str
 
 
-def run_hunt_task(task: HuntTask) -> list[tuple[dict[str, float], int, str]]:
-    """`hunted` for a HuntTask, in whichever process runs it; seeded, so every process returns the same plan."""
+def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str]], float]:
+    """`hunted` for a HuntTask, in whichever process runs it, and its CPU seconds; seeded, so every process
+    returns the same plan."""
+    import time
+
     from .claims import claim_from_snapshot
 
+    t0 = time.process_time()
     claim = claim_from_snapshot(task.source, task.definition)
-    return hunted(claim, task.examples, task.seed, profile=task.profile)
+    return hunted(claim, task.examples, task.seed, profile=task.profile), time.process_time() - t0

@@ -111,7 +111,8 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
     loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
     fresh pool: only completed shards are written, each once (the store's key refuses a second row). A HuntTask's
-    outcome goes to `hunted`, which plans its claim and returns that claim's shards to run after the rest."""
+    outcome (run_hunt_task's) goes to `hunted`, which plans its claim and returns that claim's shards to run
+    after the rest."""
     window = 1 if isinstance(pool.ex, InProcessExecutor) else 2 * max(1, getattr(pool.ex, "_max_workers", 1))
     pending = collections.deque(tasks)
     retry: list[ShardTask | HuntTask] = []
@@ -376,7 +377,10 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
 
-    def hunt_returned(task: HuntTask, outcome: list) -> list[ShardTask]:
+    hunt_cost: dict[str, float] = {}
+
+    def hunt_returned(task: HuntTask, returned: tuple[list, float]) -> list[ShardTask]:
+        outcome, hunt_cost[task.claim_id] = returned
         claim = by_id[task.claim_id]
         return admit(claim, plan(claim, profile, seed, hunted=outcome))
 
@@ -406,6 +410,11 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         raise
     if own:
         pool.ex.shutdown(wait=True)
+    if hunt_cost:
+        top = sorted(hunt_cost.items(), key=lambda kv: -kv[1])[:5]
+        store.note_run(run_id, f"hunts {now_utc()}", f"{len(hunt_cost)} claims hunted, "
+                       f"{sum(hunt_cost.values()):.0f} CPU-seconds; most: "
+                       + ", ".join(f"{cid} {sec:.0f} s" for cid, sec in top))
     store.finish_run(run_id)
     return run_id
 

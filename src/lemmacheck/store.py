@@ -224,12 +224,17 @@ class Store:
         so the run says which code redrew which claims."""
         stmts: list[tuple[str, tuple]] = [("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))]
         if note is not None:
-            versions = json.loads(self.db.execute("SELECT versions FROM runs WHERE run_id=?",
-                                                  (run_id,)).fetchone()[0])
-            versions[note[0]] = note[1]
-            stmts.append(("UPDATE runs SET versions=? WHERE run_id=?", (json.dumps(versions, sort_keys=True),
-                                                                        run_id)))
+            stmts.append(self._note_statement(run_id, *note))
         self._tx(stmts)
+
+    def note_run(self, run_id: int, key: str, text: str) -> None:
+        """Add a fact (key: text) to the run's recorded versions, e.g. what its hunts cost."""
+        self._tx([self._note_statement(run_id, key, text)])
+
+    def _note_statement(self, run_id: int, key: str, text: str) -> tuple[str, tuple]:
+        versions = json.loads(self.db.execute("SELECT versions FROM runs WHERE run_id=?", (run_id,)).fetchone()[0])
+        versions[key] = text
+        return "UPDATE runs SET versions=? WHERE run_id=?", (json.dumps(versions, sort_keys=True), run_id)
 
     def stored_definition(self, run_id: int, claim_id: str) -> str | None:
         row = self.db.execute("SELECT definition FROM claims WHERE run_id=? AND claim_id=?",
