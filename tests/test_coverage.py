@@ -190,3 +190,20 @@ def test_function_members_and_hunted_labels_are_listed(claim):
                                                "declared_configs": 1, "hunted": {"tanh(c=0.5)": 1}}}
     assert cov["labels"] == {"declared": "rademacher", "declared_configs": 1, "hunted": {"explicit pattern": 1}}
     assert "coefficients" not in cov  # neither declared nor pinned
+
+
+def test_the_page_keeps_a_wide_grid_compact(claim):
+    from lemmacheck.report.data import ClaimView
+    from lemmacheck.report.pages import COVERAGE_COLUMNS, _coverage_section
+
+    raw = copy.deepcopy(claim.raw)
+    raw["params"]["n"] = {"min": 2, "max": 40}
+    raw["inputs"]["separation"] = "0.01"
+    wide = parse_claim(raw, claim.source)
+    cov = coverage(wide, [_stored({"n": n, "d": 3}) for n in range(5, 21)], "full")
+    assert len(cov["datasets"]["n_values"]) == 22  # 2, 3, 4, 21, 39, 40 of the long range, and the 16 that ran
+    assert cov["cells"]["ran"] == 16 + 1  # every n that ran counts, shown or not; and the edge d = 3
+    html = _coverage_section(ClaimView(wide.id, "x", "x.toml", {}, claim=wide, _coverage=cov))
+    head = html[html.index("<thead>"):html.index("</thead>")]
+    assert head.count("</th>") == 1 + COVERAGE_COLUMNS + 1  # the row label, the columns shown, one "…"
+    assert "10 more n" in head

@@ -37,8 +37,6 @@ from .expressions import parse
 from .inputs import GEOMETRIES, check_premises, meets_premises
 from .registry import INPUTS
 
-MAX_N_COLUMNS = 12  # columns beyond this keep the smallest, the largest and those that ran
-MAX_ROWS = 8  # geometry rows shown before the rest is summarised in one line
 INTEGER_RANGE_WHOLE = 8  # an integer n range with at most this many values is listed whole
 HUNTED = "hunted dataset"
 HUNTED_SYMMETRIC = "hunted dataset (closed under x -> -x)"
@@ -206,10 +204,7 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
 
     ns_ran = sorted({n for (_, n) in ran})
     domain = _domain_n(claim, n_param) if n_param else []
-    columns = sorted(set(domain) | set(ns_ran))
-    if len(columns) > MAX_N_COLUMNS:
-        keep = set(ns_ran) | {columns[0], columns[1], columns[-1]}
-        columns = sorted(keep)[:MAX_N_COLUMNS] if len(keep) > MAX_N_COLUMNS else sorted(keep)
+    columns = sorted(set(domain) | set(ns_ran))  # bounded by the domain's few values and the configurations
     not_run = f"not in the {profile} profile" if profile else "not in the profile"
     not_run += " (no configuration recorded there; a hunt records only the case it keeps, not its probes)"
 

@@ -698,6 +698,7 @@ _CELL_LOOK = {  # state -> (mark, background): a compact grid, the reason in eac
     "refused": ("–", "var(--infeasible-bg)"), "premise": ("P", "var(--infeasible-bg)"), "-": ("", ""),
 }
 COVERAGE_ROWS = 8  # geometry rows shown; more are summarised in one line
+COVERAGE_COLUMNS = 12  # n columns shown: the first and the last half of them, "…" between
 COVERAGE_REASONS = 12  # skipped-cell reasons listed; more are counted
 
 
@@ -732,9 +733,14 @@ def _coverage_section(view: ClaimView) -> str:
     grid = cov.get("datasets")
     if grid and grid["rows"]:
         rows = grid["rows"][:COVERAGE_ROWS]
-        head = "".join(f'<th class="num">{esc(n)}</th>' for n in grid["n_values"])
+        ncol, half = len(grid["n_values"]), COVERAGE_COLUMNS // 2
+        shown = list(range(ncol)) if ncol <= COVERAGE_COLUMNS else [*range(half), -1, *range(ncol - half, ncol)]
+        gap = f'<td class="num" title="{ncol - 2 * half} more n (results.json has them)">…</td>'
+        head = "".join(gap.replace("td", "th") if j < 0 else f'<th class="num">{esc(grid["n_values"][j])}</th>'
+                       for j in shown)
         trs = "".join(f"<tr><td>{esc(r['geometry'])}{'' if r['declared'] else ' <span class=small>(hunt)</span>'}"
-                      f"</td>{''.join(_coverage_cell(x) for x in r['cells'])}</tr>" for r in rows)
+                      f"</td>{''.join(gap if j < 0 else _coverage_cell(r['cells'][j]) for j in shown)}</tr>"
+                      for r in rows)
         more = (f'<p class="note">… and {len(grid["rows"]) - len(rows)} more rows (results.json has them).</p>'
                 if len(grid["rows"]) > len(rows) else "")
         nsum = grid["n"]
