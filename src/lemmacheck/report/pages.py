@@ -710,7 +710,8 @@ def _coverage_cell(cell: dict[str, Any]) -> str:
         tip += f", {cell['errored']} with errors only" if cell.get("errored") else ""
         mark += str(cell["configs"]) if cell["configs"] > 1 else ""
     else:
-        tip = f"{cell['state']}: {cell.get('why', '')}" if cell["state"] != "-" else "not drawn by the hunt"
+        tip = f"{cell['state']}: {cell.get('why', '')}" if cell["state"] != "-" \
+            else "no hunted or corpus dataset recorded at this n"
     style = f' style="background:{bg}"' if bg else ""
     return f'<td class="num" title="{esc(tip)}"{style}>{esc(mark)}</td>'
 
