@@ -169,6 +169,19 @@ def test_full_profile_finds_the_claim_false_only_for_a_non_default_member(p3, se
         assert member != default and abs(member.at_zero) > 1e-3
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_losses_are_a_function_class_too(p3, seed):
+    claim = p3["loss-floor"]  # loss >= 0: true for the default (the logistic loss), false for shifted members
+    assert resolve(claim.inputs["loss"]).name == "softplus(-x)"
+    grid_only = copy.deepcopy(claim.raw)
+    grid_only["profiles"]["full"]["hunt"] = 0
+    assert _full(parse_claim(grid_only, claim.source), seed).verdict == "holds"
+    res = _full(claim, seed)
+    assert res.verdict == "violated"
+    bad = [c for c in res.configs if c.violations]
+    assert bad and all(parse_member(c.pinned["loss"]).range[0] < 0 for c in bad)  # an admitted member below 0
+
+
 @pytest.mark.parametrize("name", ["gain-at-zero", "descent"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_true_controls_over_the_class_are_never_flagged(p3, name, seed):

@@ -265,7 +265,8 @@ def members(spec: Mapping[str, Any]) -> list[Member]:
     itself when its slope and curvature meet the constants, else rescaled to meet them (m0); the base rescaled
     tight (both constants met with equality); m0 shifted in its value to phi(0) = z (z: the class's at_zero, else
     0); m0 shifted in its argument (x + 1), in its value (+ 1), and shifted in its argument then moved to
-    phi(0) = z; for a convex class also m0 mirrored (x -> -x, and -x + 1). Only the members the class admits
+    phi(0) = z; for a convex class first m0 mirrored (x -> -x, and -x + 1: the logistic loss softplus(-z) is that
+    class's default). Only the members the class admits
     (bound, at_zero) are listed, and a member equal to an earlier one as a function is listed once."""
     cls = _class(spec)
     L = _number(spec, "lipschitz")
@@ -285,8 +286,8 @@ def members(spec: Mapping[str, Any]) -> list[Member]:
         a, b = m0.a, m0.b
         cands = [m0, tight, Member(base.name, a, b, 0.0, z - m0.at_zero), Member(base.name, a, b, 1.0, 0.0),
                  Member(base.name, a, b, 0.0, 1.0), Member(base.name, a, b, 1.0, z - a * base.at(1.0))]
-        if cls.convex_only:  # a margin loss decreases: the mirrored members (logistic loss = softplus(-z))
-            cands += [Member(base.name, a, -b), Member(base.name, a, -b, 1.0)]
+        if cls.convex_only:  # a margin loss decreases: the mirrored members first (logistic loss = softplus(-z))
+            cands = [Member(base.name, a, -b), Member(base.name, a, -b, 1.0), *cands]
         for m in cands:
             if m is None or admits(spec, m):
                 continue

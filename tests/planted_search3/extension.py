@@ -34,3 +34,12 @@ def descent_ratio(ctx):
     # rounding of the remainder is that of its terms', relative to the denominator
     terms = (phi(u).abs() + phi(v).abs() + (phi.d1(v) * (u - v)).abs()) / half
     return Observation(ratio.gather(-1, best)[:, 0], extras={"scale": terms.gather(-1, best)[:, 0]})
+
+
+@QUANTITIES.register("p3-loss-floor", "min_k loss(z_k) over k Gaussian margins z: >= 0 for a nonnegative loss, "
+                     "negative for a loss the class admits with a negative value (the identity, a shifted softplus)",
+                     networks=("scalar",))
+def loss_floor(ctx):
+    loss = ctx.loss()
+    z = 3 * ctx.randn(ctx.replicates, ctx.i("k"))
+    return Observation(loss(z).amin(-1))
