@@ -207,3 +207,40 @@ def test_the_page_keeps_a_wide_grid_compact(claim):
     head = html[html.index("<thead>"):html.index("</thead>")]
     assert head.count("</th>") == 1 + COVERAGE_COLUMNS + 1  # the row label, the columns shown, one "…"
     assert "10 more n" in head
+
+
+PACKAGE_EXTENSION = '''
+import torch
+from lemmacheck.context import Observation
+from lemmacheck.registry import QUANTITIES
+
+
+@QUANTITIES.register("covpkg-max-cosine", "max_(i != j) |<x_i, x_j>|", networks=("scalar",))
+def max_cosine(ctx):
+    X = ctx.inputs()
+    G = (X @ X.transpose(1, 2)).abs() - torch.eye(X.shape[1], dtype=X.dtype)
+    return Observation(G.flatten(1).amax(-1))
+'''
+
+
+def test_a_report_rebuilt_in_a_fresh_process_shows_coverage_of_a_packaged_plugin(tmp_path, capsys):
+    # A paper's plugin is usually an extension/ package: `lemmacheck report` on an existing store, in a process that
+    # never loaded that paper's claims, must still rebuild its claims (and so their coverage), not 'Not evaluated'.
+    import subprocess
+    import sys
+
+    from lemmacheck.cli import main
+
+    folder = tmp_path / "covpkg"
+    (folder / "extension").mkdir(parents=True)
+    (folder / "extension" / "__init__.py").write_text(PACKAGE_EXTENSION)
+    text_ = CLAIM.replace("cov/", "covpkg/").replace('"cov"', '"covpkg"').replace("p2-max-cosine", "covpkg-max-cosine")
+    (folder / "max-cosine.toml").write_text(text_)
+    db, out = tmp_path / "r.db", tmp_path / "site"
+    assert main(["run", str(folder), "--profile", "quick", "--db", str(db), "-q"]) == 0
+    capsys.readouterr()
+    code = f"from lemmacheck.report import build_report; build_report({str(db)!r}, {str(out)!r})"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, timeout=300)
+    page = next((out / "claims").glob("*.html")).read_text()
+    assert "Not evaluated" not in page
+    assert "<h2>Coverage</h2>" in page and "3 of 9 admitted cells ran" in page

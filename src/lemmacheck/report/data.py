@@ -90,9 +90,10 @@ def _shown_path(source: str) -> str:
 
 
 def rebuild_claim(source: str, definition: dict[str, Any]) -> Claim:
-    """The claim as it was run: its stored definition, parsed with its folder's extension (if still there)."""
+    """The claim as it was run: its stored definition, parsed with its folder's extension (if still there:
+    `extension.py` or an `extension/` package; load_extension finds either and returns None without one)."""
     path = Path(source)
-    if (path.parent / "extension.py").is_file():
+    if path.parent.is_dir():
         load_extension(path.parent)
     return parse_claim(definition, path)
 
