@@ -15,6 +15,7 @@ statement as `member` (a {"base", "a", "b", "c", "e"} table), which the reproduc
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -261,6 +262,20 @@ def _signature(m: Member) -> tuple[float, ...]:
 
 
 def members(spec: Mapping[str, Any]) -> list[Member]:
+    """Every member of the class's catalogue it admits, default first (see _members; computed once per class)."""
+    try:
+        key = json.dumps(dict(spec), sort_keys=True)
+    except TypeError:  # not JSON: _class names the field at fault
+        return _members(spec)
+    return list(_cached_members(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_members(key: str) -> tuple[Member, ...]:
+    return tuple(_members(json.loads(key)))
+
+
+def _members(spec: Mapping[str, Any]) -> list[Member]:
     """Every member of the class's catalogue it admits, default first: for each base (BASES order), the base
     itself when its slope and curvature meet the constants, else rescaled to meet them (m0); the base rescaled
     tight (both constants met with equality); m0 shifted in its value to phi(0) = z (z: the class's at_zero, else
