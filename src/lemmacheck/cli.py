@@ -469,18 +469,24 @@ def cmd_hunt(a: argparse.Namespace) -> int:
                    data=a.data, labels=a.labels, confirm=a.confirm, adversary_steps=a.adversary_steps, **hook)
     tried = res.tried()
     over = ", ".join(["parameters"] + (["datasets"] if res.data else []) + (["labels"] if res.labels else [])
-                     + ([f"perturbations ({res.search} search)"] if res.search not in ("", "none", "exact") else []))
+                     + ([f"perturbations ({res.search} search)"] if res.search not in ("", "none", "exact") else [])
+                     + (["function classes"] if tried.get("functions") else []))
     print(f"{claim.id}: {tried['cases']} cases probed over {over} ({a.replicates} replicates each), targeted at "
           "the smallest slack. A search can refute a universal statement, never prove it.")
     if tried["geometries"]:
         print("  datasets tried: " + ", ".join(f"{g} {k}" for g, k in sorted(tried["geometries"].items())))
     if res.labels:
         print(f"  label patterns tried: {tried['label_patterns']}")
+    if tried.get("functions"):
+        print(f"  function members tried: {len(tried['functions'])} (" + ", ".join(sorted(tried["functions"])) + ")")
     for note in res.notes:
         print(f"  {note}")
     for p in sorted(res.probes, key=lambda p: p.slack_min)[:a.top]:
         extra = f"  {p.geometry}" if p.geometry else ""
         extra += f"  labels {_signs(p.labels)}" if p.labels else ""
+        if p.functions:
+            from .functions import parse_member
+            extra += "".join(f"  {r} {parse_member(m).name}" for r, m in p.functions.items())
         print(f"  slack {p.slack_min:9.4g}  violations {p.violations:3d}/{p.replicates}  "
               f"{'in regime ' if p.in_regime else 'OUT of regime'}  {p.params}{extra}")
     if a.save:
