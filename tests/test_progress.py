@@ -19,7 +19,7 @@ from lemmacheck.progress import Progress, RunProgress
 from lemmacheck.runner import evaluate, run_claims
 from lemmacheck.store import Store
 
-LINE = re.compile(r"^run: (\d+)/(\d+) shards \((\d+)%\), claims (\d+)/(\d+) finished, (\d+) violating configs, "
+LINE = re.compile(r"^run: (\d+)/(\d+) tasks \((\d+)%\), claims (\d+)/(\d+) finished, (\d+) violating configs, "
                   r"elapsed \d+:\d\d(, ETA \d+:\d\d)?$")
 
 
@@ -89,9 +89,9 @@ def test_a_bar_on_a_terminal(tmp_path, claims_dir):
     os.close(master)
     tty = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0
-    assert "\r" in tty and "20/20" in tty and "100%" in tty and "shard/s" in tty  # tqdm redraws one line
+    assert "\r" in tty and "20/20" in tty and "100%" in tty and "task/s" in tty  # tqdm redraws one line
     assert "claims 1/1 finished, 0 violating configs" in tty
-    assert "run: 1/20 shards" not in tty  # not the plain lines
+    assert "run: 1/20 tasks" not in tty  # not the plain lines
     assert out.decode().startswith("claim ")  # the table on stdout, untouched by the bar
 
 
@@ -128,3 +128,25 @@ def test_report_and_hunt_show_progress(tmp_path, claims_dir, capsys, monkeypatch
                  str(fault_dir)]) in (0, 1)
     err = capsys.readouterr().err.splitlines()
     assert err and all(re.match(r"hunt: \d+/\d+ configurations", x) for x in err), err
+
+
+def test_a_claim_waiting_for_its_hunt_is_not_finished():
+    # The full profile hunts on the pool: a claim whose hunt has not returned has work to come, even with no shard
+    # planned yet, and the hunt itself is a unit of the count.
+    from types import SimpleNamespace
+
+    from lemmacheck.corpus import HuntTask
+
+    claim = SimpleNamespace(id="p/lemma-1/x", check=None)
+    out = io.StringIO()
+    prog = RunProgress([claim], mode="lines", stream=out, interval=0)
+    hunt = HuntTask("p/x.toml", "{}", claim.id, 6, 0, "full")
+    prog.planned([hunt])
+    assert prog.describe().startswith("claims 0/1 finished") and "1 hunts to go" in prog.describe()
+    shard = SimpleNamespace(claim_id=claim.id, config_index=0)
+    prog.planned([shard])
+    prog.hunt_done(hunt)
+    assert prog.describe().startswith("claims 0/1 finished") and "hunts to go" not in prog.describe()
+    prog.shard_done(shard, SimpleNamespace(error="", claim_id=claim.id, config_index=0, shard_index=0, value=[],
+                                           seconds=0.0))
+    assert prog.describe().startswith("claims 1/1 finished") and (prog.done, prog.total) == (2, 2)

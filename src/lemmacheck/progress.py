@@ -132,17 +132,26 @@ class RunProgress(Progress):
     constants' illustrative values (C = 1) refutes nothing, so counting its draws would only alarm."""
 
     def __init__(self, claims: list[Any], *, verbose: bool = False, **kw: Any):
-        super().__init__("run", "shard", **kw)
+        super().__init__("run", "task", **kw)  # a task: one shard, or one claim's hunt
         self.claims = {c.id: c for c in claims}
         self.outstanding: dict[str, int] = {c.id: 0 for c in claims}
         self.violating: set[tuple[str, int]] = set()  # (claim, configuration) with a draw beyond the bound
         self.errors = 0
+        self.hunts_left = 0
         self.verbose = verbose
 
     def planned(self, tasks: list[Any]) -> None:
+        """Shards and hunts (a task with `examples`) to come: a claim is finished when none of either is left."""
         for t in tasks:
             self.outstanding[t.claim_id] = self.outstanding.get(t.claim_id, 0) + 1
+            self.hunts_left += hasattr(t, "examples")
         self.add_total(len(tasks))
+
+    def hunt_done(self, task: Any) -> None:
+        """A claim's hunt returned (its shards were planned just before): one unit of work done."""
+        self.outstanding[task.claim_id] -= 1
+        self.hunts_left -= 1
+        self.advance()
 
     def shard_done(self, task: Any, rec: Any) -> None:
         self.outstanding[task.claim_id] -= 1
@@ -172,4 +181,5 @@ class RunProgress(Progress):
     def describe(self) -> str:
         finished = sum(1 for n in self.outstanding.values() if n == 0)
         text = f"claims {finished}/{len(self.outstanding)} finished, {len(self.violating)} violating configs"
+        text += f", {self.hunts_left} hunts to go" if self.hunts_left else ""
         return text + (f", {self.errors} shard errors" if self.errors else "")

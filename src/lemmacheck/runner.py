@@ -155,6 +155,7 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
                 pending.extend(more)
                 if progress is not None:
                     progress.planned(more)
+                    progress.hunt_done(task)
                 continue
             store.write_shard(run_id, rec)
             if progress is not None:
@@ -401,7 +402,7 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             if not waves:
                 break
             if progress is not None:
-                progress.planned([t for t in waves if not isinstance(t, HuntTask)])
+                progress.planned(waves)
             _drain(pool, waves, store, run_id, progress, hunt_returned)
             waves = []
     except BaseException:
