@@ -18,6 +18,7 @@ from scipy import stats
 
 import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck.context import Context
+from lemmacheck.errors import EstimatorError
 from lemmacheck.registry import QUANTITIES
 
 net = paper("zou2018").network
@@ -429,6 +430,19 @@ def test_gradient_carrying_node_norms_and_count():
     assert (v.value <= (zs[-1] > 0).sum(-1).amin(-1)).all()
 
 
+def test_gradient_carrying_nodes_search_takes_the_context_coefficients():
+    """Lemma A.10's "for any a" includes ctx.coefficients(n, X): at L = 1 (x_0 = the inputs) the regular hexagon in
+    a 2-plane of R^16 with alternating a has no gradient-carrying node (Lemma A.11's counterexample), and the
+    estimator asks the context for the vector (a list of the wrong length is refused)."""
+    hexagon = [[math.cos(math.pi * k / 3), math.sin(math.pi * k / 3)] + [0.0] * 14 for k in range(6)]
+    p = {"m": 64, "L": 1, "n": 6, "d": 16, "iphi": 2, "t": 1.0}
+    spec = {"kind": "unit-sphere", "n": "n", "d": "d", "separation": "1/iphi", "points": hexagon}
+    v = est("gradient-carrying-node-count", ctx(p, R=4, seed=3, inputs={**spec, "coefficients": "parity"}))
+    assert float(v.value.max()) == 0.0
+    with pytest.raises(EstimatorError, match="entries for n=6"):
+        est("gradient-carrying-node-count", ctx(p, R=2, seed=3, inputs={**spec, "coefficients": [1.0, -1.0]}))
+
+
 # ----------------------------------------------------------------------------------------------- generic
 
 
@@ -572,10 +586,13 @@ def test_zero_error_margin_logistic_never_refuted_hinge_refuted():
     assert ((hi.value <= 0) & hi.valid).any()
 
 
+LI_INPUTS = {"kind": "unit-sphere", "n": "n", "d": "2", "separation": "1/iphi"}
+
+
 def test_li_liang_exact_probability_against_monte_carlo():
     g = torch.Generator().manual_seed(35)
-    c = ctx({"n": 5, "phi": 0.3}, R=2, seed=35, args={"geometry": "random"})
-    Z = gq._circle_points(c, 2, 5, 0.3)
+    c = ctx({"n": 5, "iphi": 1 / 0.3}, R=2, seed=35, inputs={**LI_INPUTS, "geometry": "random"})
+    Z = c.inputs()
     assert (torch.cdist(Z, Z) + 10 * torch.eye(5) >= 0.3 - 1e-12).all()
     A = torch.randn(2, 3, 5, generator=g, dtype=torch.float64)
     thr = torch.full((2, 3), 0.4, dtype=torch.float64)
@@ -587,6 +604,44 @@ def test_li_liang_exact_probability_against_monte_carlo():
             h = (act * A[r, k]) @ Z[r]
             p = (h.norm(dim=-1) >= 0.4).double().mean().item()
             assert abs(p - exact[r, k].item()) / math.sqrt(max(p * (1 - p), 1e-6) / 200000) < Z6
+
+
+def _li_liang(inputs, n=6, iphi=4, R=3, seed=2):
+    return est("li-liang-probability", ctx({"n": n, "iphi": iphi, "t": 1.0}, R=R, seed=seed, inputs=inputs)).value
+
+
+def test_li_liang_points_and_coefficients_come_from_the_context():
+    """Lemma A.11's points are ctx.inputs() (d = 2) and its coefficient vector joins the search through
+    ctx.coefficients: a pinned dataset gives its own exact value, and the regular hexagon with alternating a (every
+    open half-plane holds three consecutive vertices, and z_k - z_{k+1} + z_{k+2} = 0) gives h(w) = 0 for every w,
+    P = 0: the counterexample the arc never reaches. With the points and the search built inside the estimator,
+    none of these inputs moved the value."""
+    arc = _li_liang({**LI_INPUTS, "geometry": "arc"})
+    square = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]
+    assert float((_li_liang({**LI_INPUTS, "points": square}, n=4) - 0.5).abs().max()) < 1e-12
+    assert float(arc.min()) > 0.1
+    hexagon = [[math.cos(2 * math.pi * k / 6), math.sin(2 * math.pi * k / 6)] for k in range(6)]
+    assert float(_li_liang({**LI_INPUTS, "points": hexagon, "coefficients": "parity"}).max()) == 0.0
+    for n in (6, 10, 14):  # every regular n-gon with n = 2 mod 4, through the geometry and coefficient families
+        assert float(_li_liang({**LI_INPUTS, "geometry": "polygon", "coefficients": "parity"}, n=n).max()) == 0.0
+    assert float(_li_liang({**LI_INPUTS, "geometry": "polygon", "coefficients": "parity"}, n=8).min()) > 0.4
+    # the pinned vector is one more candidate of the minimum (the structured set draws the same at both), and the
+    # estimator asks ctx.coefficients for it: a vector of the wrong length is refused
+    base = _li_liang({**LI_INPUTS, "geometry": "arc", "coefficients": "first"}, seed=5)
+    a_list = [0.0, 1.0, -2.0, 1.0, 0.0, 0.0]
+    forced = _li_liang({**LI_INPUTS, "geometry": "arc", "coefficients": a_list}, seed=5)
+    c = ctx({"n": 6, "iphi": 4, "t": 1.0}, R=3, seed=5, inputs={**LI_INPUTS, "geometry": "arc"})
+    Za = c.inputs()
+    own = gq.li_liang_probabilities(Za, torch.tensor(a_list, dtype=torch.float64).expand(3, 1, 6),
+                                    torch.full((3, 1), 0.25 / 6, dtype=torch.float64))[:, 0]
+    torch.testing.assert_close(forced, torch.minimum(base, own), rtol=1e-12, atol=1e-15)
+    with pytest.raises(EstimatorError, match="entries for n=6"):
+        _li_liang({**LI_INPUTS, "geometry": "arc", "coefficients": [1.0, 2.0]})
+    with pytest.raises(EstimatorError, match="inputs.geometry"):
+        est("li-liang-probability", ctx({"n": 4, "iphi": 4, "t": 1.0}, args={"geometry": "arc"},
+                                        inputs={**LI_INPUTS, "geometry": "arc"}))
+    with pytest.raises(EstimatorError, match="exact in d = 2"):
+        _li_liang({**LI_INPUTS, "d": "3"})
 
 
 def test_output_magnitude_quantile_mode_matches_replay():

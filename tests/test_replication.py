@@ -95,17 +95,24 @@ def _ctx(params: dict, R: int, seed: int, args: dict | None = None) -> Context:
                    "random", "scalar")
 
 
+def _li_ctx(params: dict, R: int, seed: int) -> Context:
+    """Lemma A.11's claim inputs: n points on an arc in the plane, 1/iphi apart."""
+    spec = {"kind": "unit-sphere", "n": "n", "d": "2", "separation": "1/iphi", "geometry": "arc"}
+    return Context("t", params, R, seeded_generator(seed), torch.float64, torch.device("cpu"), {}, spec, "random",
+                   "scalar")
+
+
 @pytest.mark.parametrize("n,iphi", [(4, 4), (8, 4), (8, 20)])
 def test_li_liang_probability_is_machine_independent(monkeypatch, n, iphi):
     """Lemma A.11's quantity (the minimum over the structured search set) under another machine's eigenvectors:
     the same values. Before canonical_eigh it moved by up to 0.24 at (n, iphi) = (8, 4)."""
     sl = paper("zou2018").scalar_lemmas
     params = {"n": n, "iphi": iphi, "t": 1.0}
-    v0 = sl.li_liang_probability(_ctx(params, 40, 7, {"geometry": "arc"})).value
+    v0 = sl.li_liang_probability(_li_ctx(params, 40, 7)).value
     for s in range(3):
         with monkeypatch.context() as mp:
             mp.setattr(torch.linalg, "eigh", perturbed_eigh(s))
-            v1 = sl.li_liang_probability(_ctx(params, 40, 7, {"geometry": "arc"})).value
+            v1 = sl.li_liang_probability(_li_ctx(params, 40, 7)).value
         assert torch.allclose(v0, v1, atol=1e-12), (v0 - v1).abs().max()
 
 
@@ -132,9 +139,9 @@ def test_li_liang_probability_is_the_same_at_another_blas_thread_count():
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        v1 = sl.li_liang_probability(_ctx(params, 40, 3, {"geometry": "arc"})).value
+        v1 = sl.li_liang_probability(_li_ctx(params, 40, 3)).value
         torch.set_num_threads(max(2, threads))
-        v2 = sl.li_liang_probability(_ctx(params, 40, 3, {"geometry": "arc"})).value
+        v2 = sl.li_liang_probability(_li_ctx(params, 40, 3)).value
     finally:
         torch.set_num_threads(threads)
     assert torch.allclose(v1, v2, atol=1e-12)

@@ -320,7 +320,8 @@ def _candidate_coefficients(gen: torch.Generator, R: int, n: int, H: torch.Tenso
 
 
 @QUANTITIES.register("gradient-carrying-node-count", "min over a (structured search) of #{j : ||(1/n) sum_i a_i "
-                     "sigma'(<w_{L,j}, x_{L-1,i}>) x_{L-1,i}|| >= t ||a||_inf phi / n^2} (Lemma A.10), exact sampler",
+                     "sigma'(<w_{L,j}, x_{L-1,i}>) x_{L-1,i}|| >= t ||a||_inf phi / n^2} (Lemma A.10; the search "
+                     "includes ctx.coefficients), exact sampler",
                      networks=NET)
 def gradient_carrying_node_count(ctx: Context) -> Observation:
     X, xs, zs = _cond(ctx)
@@ -330,6 +331,9 @@ def gradient_carrying_node_count(ctx: Context) -> Observation:
     G = xL1 @ xL1.transpose(-1, -2)
     H = G * (S @ S.transpose(-1, -2))
     A = _candidate_coefficients(ctx.generator, ctx.replicates, n, H)
+    # "for every a": the claim's coefficient vector (ctx.coefficients, moved by runs and hunts) joins the search;
+    # its data-built family (null-vector) reads the vectors the lemma sums, x_{L-1,i}
+    A = torch.cat([A, ctx.coefficients(n, xL1).to(A.dtype).unsqueeze(1)], 1)
     thr = t * phi / n ** 2 * A.abs().amax(-1)  # (R, K)
     counts = []
     chunk = max(1, int(4e6 // (ctx.replicates * n * S.shape[-1])))  # bounds the (R, chunk, n, m) work tensor

@@ -8,6 +8,7 @@ import math
 import torch
 
 from lemmacheck.context import Context, Observation
+from lemmacheck.errors import EstimatorError
 from lemmacheck.registry import QUANTITIES
 
 
@@ -251,32 +252,19 @@ def zero_error_margin(ctx: Context) -> Observation:
                        method="boundary-seeking margin vectors; hypothesis decided without cancellation")
 
 
-def _circle_points(ctx: Context, R: int, n: int, phi: float) -> torch.Tensor:
-    """n unit vectors in R^2 with pairwise distance >= phi: consecutive angular gaps theta = 2 asin(phi/2) plus a
-    random share of the slack (args.geometry = 'arc': all gaps exactly theta, the tightest configuration)."""
-    theta = 2 * math.asin(min(phi, 2.0) / 2)
-    if n * theta > 2 * math.pi + 1e-12:
-        raise ValueError(f"cannot place n={n} points on S^1 with separation {phi}")
-    g = ctx.generator
-    if ctx.arg("geometry", "arc") == "arc":
-        gaps = torch.full((R, n), theta, dtype=torch.float64)
-    else:
-        w = -torch.log(torch.rand(R, n, generator=g, dtype=torch.float64))
-        gaps = theta + (2 * math.pi - n * theta) * w / w.sum(-1, keepdim=True)
-    ang = torch.rand(R, 1, generator=g, dtype=torch.float64) * 2 * math.pi + torch.cumsum(gaps, -1) - gaps
-    return torch.stack([torch.cos(ang), torch.sin(ang)], -1)
-
-
 def li_liang_probabilities(Z: torch.Tensor, A: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     """Exact P_w[||h(w)|| >= threshold] in d = 2, h(w) = sum_i a_i 1{<w, z_i> > 0} z_i, w ~ N(0, I_2).
 
     The direction of w is uniform and h is constant on each arc between the 2n angles theta_i +- pi/2, so the
-    probability is a sum of arc lengths. Z (R, n, 2), A (R, K, n), threshold (R, K) -> (R, K)."""
+    probability is a sum of arc lengths. Arcs shorter than 1e-12 (coincident boundaries, e.g. of antipodal points) have
+    probability 0 and are dropped: their midpoint sits on a boundary, where rounding would count a spurious h.
+    Z (R, n, 2), A (R, K, n), threshold (R, K) -> (R, K)."""
     ang = torch.atan2(Z[..., 1], Z[..., 0])  # (R, n)
     bnd = torch.cat([ang + math.pi / 2, ang - math.pi / 2], -1).remainder(2 * math.pi).sort(-1).values
     nxt = torch.cat([bnd[:, 1:], bnd[:, :1] + 2 * math.pi], -1)
     mid = (bnd + nxt) / 2  # (R, 2n)
     length = nxt - bnd
+    length = torch.where(length > 1e-12, length, torch.zeros_like(length))
     w = torch.stack([torch.cos(mid), torch.sin(mid)], -1)  # (R, 2n, 2)
     act = ((w @ Z.transpose(-1, -2)) > 0).to(Z.dtype)  # (R, 2n, n)
     h = (act.unsqueeze(1) * A.unsqueeze(2)) @ Z.unsqueeze(1)  # (R, K, 2n, 2)
@@ -284,16 +272,26 @@ def li_liang_probabilities(Z: torch.Tensor, A: torch.Tensor, threshold: torch.Te
     return (big * length.unsqueeze(1)).sum(-1) / (2 * math.pi)
 
 
-@QUANTITIES.register("li-liang-probability", "Lemma A.11: min over a (structured search) of P_w[||h(w)|| >= t "
-                     "max|a_i| phi/n] for n unit vectors with separation phi; exact arc enumeration in d = 2",
-                     networks=("scalar",))
+@QUANTITIES.register("li-liang-probability", "Lemma A.11: min over a (structured search plus ctx.coefficients) of "
+                     "P_w[||h(w)|| >= t max|a_i| phi/n] for the claim's n unit vectors in d = 2 (ctx.inputs, "
+                     "separation phi); exact arc enumeration", networks=("scalar",))
 def li_liang_probability(ctx: Context) -> Observation:
+    """The points z_i are the claim's datasets (ctx.inputs: any geometry, or a hunt's pinned dataset, in d = 2) and
+    the coefficient vector ctx.coefficients(n, Z) joins the structured search over "every a", so runs and hunts move
+    both "for all" objects; the probability is exact in d = 2 only."""
     from .quantities import _candidate_coefficients
 
-    R, n, t = ctx.replicates, ctx.i("n"), ctx.p("t")
+    n, t = ctx.i("n"), ctx.p("t")
     phi = ctx.p("phi") if "phi" in ctx.params else 1.0 / ctx.p("iphi")
-    Z = _circle_points(ctx, R, n, phi)
+    if "geometry" in ctx.args:
+        raise EstimatorError("args.geometry is not read: the points are ctx.inputs(), declare inputs.geometry")
+    Z = ctx.inputs().to(torch.float64)
+    R = Z.shape[0]
+    if Z.shape[-1] != 2 or Z.shape[-2] != n:
+        raise EstimatorError(f"Lemma A.11's probability is exact in d = 2: the inputs are {tuple(Z.shape[1:])}, "
+                             f"expected ({n}, 2) (inputs d = \"2\", n = \"n\")")
     A = _candidate_coefficients(ctx.generator, R, n, Z @ Z.transpose(-1, -2))
+    A = torch.cat([A, ctx.coefficients(n, Z).to(torch.float64).unsqueeze(1)], 1)
     thr = t * A.abs().amax(-1) * phi / n
     p = li_liang_probabilities(Z, A, thr)
     return Observation(p.amin(-1), extras={"candidate": p.argmin(-1).to(torch.float64)},
