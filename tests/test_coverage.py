@@ -103,10 +103,10 @@ def test_two_geometries_show_exactly_the_cells_that_ran_and_why_the_others_did_n
     # n summary: which n ran, odd and even, and where sets closed under x -> -x (even n) ran: the hexagon
     assert grid["n"]["ran"] == [3, 4, 6] and grid["n"]["odd"] == [3] and grid["n"]["even"] == [4, 6]
     assert grid["n"]["smallest"] == {"n": 2, "ran": False}
-    assert grid["n"]["symmetric"] == {"exist_at": [2, 4, 6], "ran_at": [6]}
+    assert grid["n"]["symmetric"] == {"exist_at": [2, 4, 6], "ran_at": [6], "probed_at": []}
 
     # admitted: polygon 5 + simplex 3 cells + 4 edges; ran: 2 + 1 cells + the edge d = 3
-    assert cov["cells"] == {"ran": 4, "admitted": 12}
+    assert cov["cells"] == {"ran": 4, "probed": 0, "admitted": 12}
 
 
 def test_an_edge_listed_in_edges_skipped_shows_its_reason(claim):
@@ -140,7 +140,7 @@ def test_a_hunted_dataset_without_a_recorded_geometry_counts_as_hunted(claim):
     assert _states(hunted, "ran") == [4] and hunted[2]["state"] == "-"
     assert _cells(cov, "polygon")[4]["state"] == "not run"  # the hunt's square is not the claim's own draw
     assert cov["datasets"]["n"]["symmetric"]["ran_at"] == [4]
-    assert cov["cells"] == {"ran": 1 + 1 + 1, "admitted": 5 + 1 + 4}  # polygon at 3, hunted at 4, the edge d = 3
+    assert cov["cells"] == {"ran": 1 + 1 + 1, "probed": 0, "admitted": 5 + 1 + 4}  # polygon at 3, hunted at 4, the edge d = 3
 
 
 def test_run_json_and_report_show_coverage_from_the_store(claim_file, tmp_path, capsys, monkeypatch):
@@ -157,7 +157,7 @@ def test_run_json_and_report_show_coverage_from_the_store(claim_file, tmp_path, 
     assert _states(polygon, "ran") == [3, 5] and _states(polygon, "refused") == [7]
     assert _states(polygon, "not run") == [2, 4, 6]
     assert polygon[2]["why"].startswith("not in the quick profile")
-    assert cov["cells"] == {"ran": 3, "admitted": 9}  # n = 3, 5 and the edge d = 3; of 5 cells and 4 edges
+    assert cov["cells"] == {"ran": 3, "probed": 0, "admitted": 9}  # n = 3, 5 and the edge d = 3; of 5 cells and 4 edges
 
     # Computed from the store alone: its recorded configurations give the same table.
     store = Store(db, readonly=True)
@@ -244,3 +244,30 @@ def test_a_report_rebuilt_in_a_fresh_process_shows_coverage_of_a_packaged_plugin
     page = next((out / "claims").glob("*.html")).read_text()
     assert "Not evaluated" not in page
     assert "<h2>Coverage</h2>" in page and "3 of 9 admitted cells ran" in page
+
+
+def test_the_cells_a_hunt_probed_are_recorded_and_shown_apart_from_the_configurations(tmp_path):
+    # The full profile's default hunt probes many (geometry, n) cells at a few draws each and keeps one case: the
+    # run records where every probe landed, and the table shows those cells as "probed", never as "ran".
+    from lemmacheck.claims import load_claims
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    claims, _ = load_claims([PLANTED2])
+    claim = next(c for c in claims if c.id.endswith("/symmetric"))
+    store = Store(tmp_path / "full.db")
+    rid = run_claims([claim], store, profile="full", seed=0)
+    probes = store.probes(rid, claim.id)
+    assert len(probes) >= 10 and all("params" in p for p in probes)
+    res = evaluate(store, rid, [claim])[0]
+    assert res.probes == probes
+    cov = coverage(claim, res.configs, "full", res.probes)
+    states = {(r["geometry"], c["n"]): c["state"] for r in cov["datasets"]["rows"] for c in r["cells"]}
+    probed_rows = {g for (g, _), s in states.items() if s == "probed"}
+    assert len(probed_rows) >= 3  # the stratified hunt visits several geometries, not the first-listed one only
+    assert cov["cells"]["probed"] == sum(s == "probed" for s in states.values()) + \
+        sum(e["state"] == "probed" for e in cov["edges"])
+    assert cov["datasets"]["n"]["symmetric"]["probed_at"]  # sets closed under x -> -x were probed at even n
+    # the grid's own configurations still read "ran"; a probe never turns a cell the profile ran into "probed"
+    assert all(states[(cov["datasets"]["rows"][0]["geometry"], int(c["n"]))] == "ran"
+               for c in claim.profiles["full"].configs)

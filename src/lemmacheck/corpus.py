@@ -212,17 +212,54 @@ def hunted(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLIC
     """A profile's bounded hunt: (params, seed, pinned definition) of its counterexample, else of its
     worst case (smallest slack), for the runner to run at the profile's replicates. [] when nothing was probed.
     With `profile`, the hunt searches the affordable part of the domain (affordable)."""
+    return hunt_outcome(claim, examples, seed, replicates, profile)[0]
+
+
+def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLICATES,
+                 profile: str | None = None) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]]]:
+    """`hunted`'s configurations and the cells its probes reached (probe_cells), which the run records for the
+    coverage table (a probe's few draws are evidence of reach, never part of a verdict)."""
     from .hunt import hunt
 
     target = affordable(claim, profile) if profile else claim
     stratified = examples  # the even sweep weighs as much as Hypothesis's targeted search
     res = hunt(target, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples + stratified,
                stratified=stratified)
+    cells = probe_cells(res.probes)
     best = res.counterexample or res.worst()
     if best is None or (res.counterexample is None and claim.mode == "scaling"):
-        return []  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
+        return [], cells  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
     return [(dict(best.params), best.seed,
-             pinned(claim, best.points, best.labels, best.search or None, best.coefficients, best.functions).snapshot)]
+             pinned(claim, best.points, best.labels, best.search or None, best.coefficients,
+                    best.functions).snapshot)], cells
+
+
+def probe_cells(probes: list[Probe]) -> list[dict[str, Any]]:
+    """Where each probe of a hunt landed: its parameters, dataset geometry and size, whether its dataset is closed
+    under x -> -x, its label/coefficient family and function members, and whether it violated."""
+    out = []
+    for p in probes:
+        cell: dict[str, Any] = {"params": dict(p.params), "violations": int(p.violations)}
+        if p.points is not None:
+            cell["n"] = len(p.points)
+            cell["geometry"] = p.geometry or "hunted"
+            cell["symmetric"] = _closed_under_negation(p.points)
+        if isinstance(p.coefficients, str):
+            cell["coefficients"] = p.coefficients
+        if p.functions:
+            cell["functions"] = p.functions
+        out.append(cell)
+    return out
+
+
+def _closed_under_negation(points: list[list[float]]) -> bool:
+    import numpy as np
+
+    X = np.asarray(points, dtype=float)
+    if not len(X):
+        return False
+    d = np.abs(X[:, None, :] + X[None, :, :]).max(axis=2)  # |x_i + x_j|: 0 where x_j = -x_i
+    return bool((d.min(axis=1) <= 1e-9).all())
 
 
 @dataclass(frozen=True)
@@ -236,8 +273,8 @@ class HuntTask:
     profile: str
 
 
-def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str]], float]:
-    """`hunted` for a HuntTask, in whichever process runs it, and its CPU seconds; seeded, so every process
+def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]], float]:
+    """`hunt_outcome` for a HuntTask, in whichever process runs it, and its CPU seconds; seeded, so every process
     returns the same plan."""
     import time
 
@@ -245,4 +282,5 @@ def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str
 
     t0 = time.process_time()
     claim = claim_from_snapshot(task.source, task.definition)
-    return hunted(claim, task.examples, task.seed, profile=task.profile), time.process_time() - t0
+    configs, cells = hunt_outcome(claim, task.examples, task.seed, profile=task.profile)
+    return configs, cells, time.process_time() - t0

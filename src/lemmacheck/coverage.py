@@ -10,8 +10,9 @@ Parts:
   per admitted n (every n of a short integer range, else its three smallest, its middle and its two largest, plus
   every n that ran). A cell is "ran" (with how many configurations), "refused" (the geometry cannot place n points
   there: its `admits` reason at every d of the domain), "premise" (every dataset the geometry gives there breaks a
-  declared premise), "error" (configurations there recorded only errors) or "not run" (admitted, but no recorded
-  configuration is there: a hunt records only the case it keeps, never its probes). A configuration counts for the
+  declared premise), "error" (configurations there recorded only errors), "probed" (only the hunt's probes reached
+  it: a few draws each, evidence of reach, not part of the verdict; store.probes) or "not run" (admitted, but no
+  recorded configuration or probe is there). A configuration counts for the
   geometry its pinned record names, else, with a pinned dataset, as a hunted dataset (closed under x -> -x or not),
   else for the claim's first geometry. The n summary says which n ran (smallest, odd, even) and at which even n a set closed under x -> -x
   (the only n where such sets exist) ran.
@@ -169,7 +170,25 @@ def _premise_excludes(geometry: str, n: int, d: int, sep: float, premises: tuple
     return ", ".join(broken_premises(X[0], premises)) or None
 
 
-def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None) -> dict[str, Any] | None:
+def _probed(claim: Claim, probes: list[dict[str, Any]], n_spec: Any, first: str) -> dict[tuple[str, int], int]:
+    """(row, n) -> how many hunt probes landed there: a probe's dataset geometry (symmetric hunted sets as such),
+    else the claim's first geometry at the probe's n."""
+    out: dict[tuple[str, int], int] = {}
+    for pr in probes:
+        if "n" in pr:
+            n, row = int(pr["n"]), str(pr.get("geometry") or HUNTED)
+            row = HUNTED_SYMMETRIC if row == "hunted" and pr.get("symmetric") else row
+        else:
+            v = _value(n_spec, _values(claim, pr.get("params") or {}))
+            if v is None:
+                continue
+            n, row = round(v), first
+        out[(row, n)] = out.get((row, n), 0) + 1
+    return out
+
+
+def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None,
+                  probes: list[dict[str, Any]] = ()) -> dict[str, Any] | None:
     gen = _generator(claim)
     if gen is None or "n" not in gen[1]:
         return None
@@ -202,11 +221,15 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
         cell["errored"] += c["errored"]
         cell["out_of_regime"] += not c["in_regime"]
 
+    probed = _probed(claim, list(probes), n_spec, geometries[0])
+    extra_rows += [row for row in dict.fromkeys(r for r, _ in sorted(probed))
+                   if row not in geometries and row not in extra_rows]
     ns_ran = sorted({n for (_, n) in ran})
     domain = _domain_n(claim, n_param) if n_param else []
-    columns = sorted(set(domain) | set(ns_ran))  # bounded by the domain's few values and the configurations
+    # bounded by the domain's few values, the configurations' and the probes' (a hunt stays within affordable sizes)
+    columns = sorted(set(domain) | set(ns_ran) | {n for (_, n) in probed})
     not_run = f"not in the {profile} profile" if profile else "not in the profile"
-    not_run += " (no configuration recorded there; a hunt records only the case it keeps, not its probes)"
+    not_run += " (no configuration or hunt probe recorded there)"
 
     # the shape parameters other than n, for the geometry's admits predicate
     shape_params = []
@@ -241,6 +264,9 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
                 state = "error" if hit["errored"] == hit["configs"] else "ran"
                 cells.append({"n": n, "state": state, **hit})
                 continue
+            if probed.get((g, n)):  # reached only by the hunt's probes (a few draws each): reach, not a verdict
+                cells.append({"n": n, "state": "probed", "probes": probed[(g, n)]})
+                continue
             if g not in geometries:  # a hunted row lists what the hunt reached, nothing else
                 cells.append({"n": n, "state": "-"})
                 continue
@@ -268,20 +294,28 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None)
         "odd": [n for n in ns_ran if n % 2],
         "even": [n for n in ns_ran if n % 2 == 0],
         "symmetric": {"exist_at": evens,
-                      "ran_at": sorted({n for (g, n) in ran if n in evens and g in symmetric_rows})},
+                      "ran_at": sorted({n for (g, n) in ran if n in evens and g in symmetric_rows}),
+                      "probed_at": sorted({n for (g, n) in probed if n in evens and g in symmetric_rows})},
     }
     return {"generator": kind, "n_param": n_param, "n_values": columns, "rows": rows, "n": n_summary,
             "premises": list(premises)}
 
 
-def _edges(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None) -> list[dict[str, Any]]:
+def _at(params: Mapping[str, float], name: str, v: float) -> bool:
+    return name in params and math.isclose(params[name], v, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _edges(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None,
+           probes: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     skipped = claim.raw.get("edges_skipped", {}) or {}
     out = []
     for name, end, v in edges(claim):
-        k = sum(1 for c in cfgs if name in c["params"]
-                and math.isclose(c["params"][name], v, rel_tol=1e-9, abs_tol=1e-12))
+        k = sum(1 for c in cfgs if _at(c["params"], name, v))
+        hunt = sum(1 for pr in probes if _at(pr.get("params") or {}, name, v))
         if k:
             out.append({"param": name, "end": end, "value": v, "state": "reached", "configs": k})
+        elif hunt:
+            out.append({"param": name, "end": end, "value": v, "state": "probed", "probes": hunt})
         elif name in skipped:
             out.append({"param": name, "end": end, "value": v, "state": "skipped", "why": skipped[name]})
         else:
@@ -338,17 +372,20 @@ def _functions(claim: Claim, cfgs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def coverage(claim: Claim, configs: Iterable[Any], profile: str | None = None) -> dict[str, Any] | None:
-    """The coverage of `claim` by its stored configurations (ConfigResults or store.configs rows); None for a claim
-    that is not checked (infeasible)."""
+def coverage(claim: Claim, configs: Iterable[Any], profile: str | None = None,
+             probes: Iterable[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """The coverage of `claim` by its stored configurations (ConfigResults or store.configs rows) and its hunt's
+    probes (store.probes: cells "probed", a few draws each, kept apart from "ran"); None for a claim that is not
+    checked (infeasible)."""
     if claim.check is None:
         return None
     cfgs = [_cfg_view(c) for c in configs]
-    out: dict[str, Any] = {"configs": len(cfgs)}
-    grid = _dataset_grid(claim, cfgs, profile)
+    probes = list(probes)
+    out: dict[str, Any] = {"configs": len(cfgs), "probes": len(probes)}
+    grid = _dataset_grid(claim, cfgs, profile, probes)
     if grid is not None:
         out["datasets"] = grid
-    out["edges"] = _edges(claim, cfgs, profile)
+    out["edges"] = _edges(claim, cfgs, profile, probes)
     for key, default in (("labels", "rademacher"), ("coefficients", "gaussian")):
         fam = _families(claim, cfgs, key, default)
         if fam is not None:
@@ -356,15 +393,17 @@ def coverage(claim: Claim, configs: Iterable[Any], profile: str | None = None) -
     fns = _functions(claim, cfgs)
     if fns:
         out["functions"] = fns
-    ran = admitted = 0
+    ran = probed = admitted = 0
     for row in (grid or {}).get("rows", []):
-        for cell in row["cells"]:  # a hunted row's cells count where they ran (a dataset the statement admits)
-            if cell["state"] in (("ran", "error", "not run") if row["declared"] else ("ran",)):
+        for cell in row["cells"]:  # a hunted row's cells count where they ran or were probed
+            if cell["state"] in (("ran", "error", "not run", "probed") if row["declared"] else ("ran", "probed")):
                 admitted += 1
                 ran += cell["state"] == "ran"
+                probed += cell["state"] == "probed"
     admitted += len(out["edges"])
     ran += sum(1 for e in out["edges"] if e["state"] == "reached")
-    out["cells"] = {"ran": ran, "admitted": admitted}
+    probed += sum(1 for e in out["edges"] if e["state"] == "probed")
+    out["cells"] = {"ran": ran, "probed": probed, "admitted": admitted}
     return out
 
 
@@ -390,7 +429,8 @@ def text(cov: Mapping[str, Any] | None) -> str:
     if not cov:
         return "coverage: not checked"
     c = cov["cells"]
-    parts = [f"coverage: {c['ran']} of {c['admitted']} admitted cells ran"]
+    parts = [f"coverage: {c['ran']} of {c['admitted']} admitted cells ran"
+             + (f", {c['probed']} more probed by the hunt" if c.get("probed") else "")]
     grid = cov.get("datasets")
     if grid:
         n = grid["n"]

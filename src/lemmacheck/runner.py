@@ -380,10 +380,12 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
 
     hunt_cost: dict[str, float] = {}
 
-    def hunt_returned(task: HuntTask, returned: tuple[list, float]) -> list[ShardTask]:
-        outcome, hunt_cost[task.claim_id] = returned
+    def hunt_returned(task: HuntTask, returned: tuple[list, list, float]) -> list[ShardTask]:
+        outcome, cells, hunt_cost[task.claim_id] = returned
         claim = by_id[task.claim_id]
-        return admit(claim, plan(claim, profile, seed, hunted=outcome))
+        shards = admit(claim, plan(claim, profile, seed, hunted=outcome))
+        store.record_probes(run_id, claim.id, cells, hunt_cost[task.claim_id])
+        return shards
 
     hunts: list[ShardTask | HuntTask] = []
     for claim in claims:
@@ -469,7 +471,9 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             cr.pinned = c.get("pinned")  # a hunted or corpus configuration's dataset/labels/search: repro needs it
             cfgs.append(cr)
             samples.append(sample)
-        results.append(claim_result(claim, cfgs, samples, profile=profile))
+        res = claim_result(claim, cfgs, samples, profile=profile)
+        res.probes = store.probes(run_id, claim.id)  # where the hunt reached: coverage, never the verdict
+        results.append(res)
     return results
 
 

@@ -67,6 +67,13 @@ CREATE TABLE IF NOT EXISTS shards (
     error       TEXT,            -- estimator error message, if the shard failed
     PRIMARY KEY (run_id, claim_id, config_index, shard_index)
 );
+CREATE TABLE IF NOT EXISTS probes (
+    run_id      INTEGER NOT NULL,
+    claim_id    TEXT NOT NULL,
+    cells       TEXT NOT NULL,   -- JSON list: where a hunt's probes landed (corpus.probe_cells), for coverage
+    seconds     REAL NOT NULL,   -- the hunt's CPU seconds
+    PRIMARY KEY (run_id, claim_id)
+);
 """
 
 
@@ -244,7 +251,7 @@ class Store:
     def forget_claim(self, run_id: int, claim_id: str) -> None:
         """Drop a claim's definition, plan and shards from a run, all or nothing."""
         self._tx([(f"DELETE FROM {t} WHERE run_id=? AND claim_id=?", (run_id, claim_id))
-                  for t in ("shards", "configs", "claims")])
+                  for t in ("shards", "configs", "probes", "claims")])
 
     def finish_run(self, run_id: int) -> None:
         self._tx([("UPDATE runs SET finished=? WHERE run_id=?", (now(), run_id))])
@@ -289,6 +296,17 @@ class Store:
                           (run_id, claim_id, j, json.dumps(params, sort_keys=True), seed, reps, shard, int(early),
                            pinned)))
         self._tx(stmts)
+
+    def record_probes(self, run_id: int, claim_id: str, cells: list[dict[str, Any]], seconds: float) -> None:
+        """Where a claim's hunt probed (written once, with the plan the hunt gave)."""
+        self._tx([("INSERT OR IGNORE INTO probes VALUES (?,?,?,?)", (run_id, claim_id, json.dumps(cells), seconds))])
+
+    def probes(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
+        """The hunt's probe cells for the claim ([] when it did not hunt, or a store from before probes were kept)."""
+        if "probes" not in {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+            return []
+        row = self.db.execute("SELECT cells FROM probes WHERE run_id=? AND claim_id=?", (run_id, claim_id)).fetchone()
+        return json.loads(row[0]) if row else []
 
     def done_shards(self, run_id: int, claim_id: str) -> set[tuple[int, int]]:
         rows = self.db.execute("SELECT config_index, shard_index FROM shards WHERE run_id=? AND claim_id=?",

@@ -115,7 +115,7 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
     if res.regime_path is not None:
         out["regime_path"] = res.regime_path
     if chk is not None:  # which cells of the domain ran, and why the others did not (lemmacheck.coverage)
-        out["coverage"] = coverage(c, res.configs, res.profile)
+        out["coverage"] = coverage(c, res.configs, res.profile, res.probes)
     out["rate_is_probability"] = rate_is_probability(c) if chk is not None else None
     if res.configs:  # the draws this verdict needed (early stop: fewer than planned where the sequence settled it)
         seq = [cfg for cfg in res.configs if cfg.sequential]

@@ -96,6 +96,7 @@ class ClaimResult:
     message: str = ""
     profile: str = "quick"  # the profile whose draws these are: it decides the expected verdict
     regime_path: dict[str, Any] | None = None  # regime_trend along the claim's declared path (None: none declared)
+    probes: list[dict[str, Any]] = field(default_factory=list)  # where its hunt probed (corpus.probe_cells)
 
     @property
     def expect(self) -> str:

@@ -158,7 +158,7 @@ class ClaimView:
         """Which cells of the claim's domain ran and why the others did not (lemmacheck.coverage), from the
         stored configurations; computed once."""
         if self._coverage is None and self.claim is not None and self.res is not None:
-            self._coverage = coverage(self.claim, self.res.configs, self.res.profile) or {}
+            self._coverage = coverage(self.claim, self.res.configs, self.res.profile, self.res.probes) or {}
         return self._coverage or None
 
     @property

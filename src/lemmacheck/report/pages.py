@@ -696,6 +696,7 @@ def _configs_table(view: ClaimView) -> str:
 _CELL_LOOK = {  # state -> (mark, background): a compact grid, the reason in each cell's title and listed below
     "ran": ("✓", "var(--holds-bg)"), "error": ("!", "var(--violated-bg)"), "not run": ("·", "var(--inconclusive-bg)"),
     "refused": ("–", "var(--infeasible-bg)"), "premise": ("P", "var(--infeasible-bg)"), "-": ("", ""),
+    "probed": ("h", ""),
 }
 COVERAGE_ROWS = 8  # geometry rows shown; more are summarised in one line
 COVERAGE_COLUMNS = 12  # n columns shown: the first and the last half of them, "…" between
@@ -709,6 +710,9 @@ def _coverage_cell(cell: dict[str, Any]) -> str:
                                                       if cell.get("out_of_regime") else "")
         tip += f", {cell['errored']} with errors only" if cell.get("errored") else ""
         mark += str(cell["configs"]) if cell["configs"] > 1 else ""
+    elif cell["state"] == "probed":
+        tip = f"probed by the hunt only ({cell['probes']} probe(s), a few draws each: reach, not part of the verdict)"
+        mark += str(cell["probes"]) if cell["probes"] > 1 else ""
     else:
         tip = f"{cell['state']}: {cell.get('why', '')}" if cell["state"] != "-" \
             else "no hunted or corpus dataset recorded at this n"
@@ -729,8 +733,9 @@ def _coverage_section(view: ClaimView) -> str:
     if not cov:
         return ""
     c = cov["cells"]
-    parts = [(f'<p>{c["ran"]} of {c["admitted"]} admitted cells ran ({cov["configs"]} stored configurations): '
-              "each geometry the claim admits at each n, and each edge of a declared parameter.</p>")]
+    parts = [(f'<p>{c["ran"]} of {c["admitted"]} admitted cells ran ({cov["configs"]} stored configurations)'
+              + (f', {c["probed"]} more were probed by the hunt ({cov["probes"]} probes)' if c.get("probed") else "")
+              + ": each geometry the claim admits at each n, and each edge of a declared parameter.</p>")]
     grid = cov.get("datasets")
     if grid and grid["rows"]:
         rows = grid["rows"][:COVERAGE_ROWS]
