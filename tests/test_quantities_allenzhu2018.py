@@ -317,6 +317,31 @@ def test_fixed_vector_product_takes_z_from_the_context():
         obs("rnn-fixed-vector-product", pa, {"z": "e1"}, R=1)
 
 
+def test_backward_sparse_sup_takes_the_fixed_a_from_the_context():
+    """Lemma B.17's "any a in R^d" with args.a = 'fixed' is ctx.coefficients(d), normalised: a = e_1 (first) equals
+    the d = 1-style sup over the first output row, a pinned a is scale-free, and the Gaussian default is the draw
+    the estimator made before (args.a = 'random' reads the same)."""
+    pa = dict(P, d=2, k=1)
+    first = obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4, inputs={**INP, "coefficients": "first"})
+    W, A, B, X = q._setup(Context("t", dict(pa), 3, torch.Generator().manual_seed(4), inputs_spec=INP))
+    D = net.forward(W, A, B, X).mask()
+    best = torch.zeros(3, dtype=torch.float64)
+    for l2 in range(1, 4):
+        M = B[:, None, :1, :].expand(-1, X.shape[1], -1, -1)
+        for l1 in range(l2, 0, -1):
+            M = net.right_mul(M * D[:, :, l1].unsqueeze(-2), W)
+            best = torch.maximum(best, M[:, :, 0].abs().amax(-1).amax(-1))
+    torch.testing.assert_close(first.value, best, rtol=1e-12, atol=0)
+    a = [0.6, -0.8]
+    pinned = obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4, inputs={**INP, "coefficients": a})
+    scaled = obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4,
+                 inputs={**INP, "coefficients": [5 * v for v in a]})
+    torch.testing.assert_close(scaled.value, pinned.value, rtol=1e-12, atol=0)
+    assert float((pinned.value - first.value).abs().max()) > 1e-6
+    torch.testing.assert_close(obs("rnn-backward-sparse-sup", pa, {"a": "random"}, R=3, seed=4).value,
+                               obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4).value)
+
+
 def test_sign_change_greedy_is_optimal_against_enumeration():
     m, tau1 = 8, 0.6
     o = obs("az-sign-change-layer2", {"m": m, "tau1": tau1}, {"which": "count", "tau2": "0"}, R=20, seed=9)

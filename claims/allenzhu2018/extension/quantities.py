@@ -163,7 +163,8 @@ def segment_spectral_norm(ctx: Context) -> Observation:
 
 @QUANTITIES.register("rnn-backward-sparse-sup", "max over i, L >= l2 >= l1 >= 1 of sup over unit k-sparse y (k = "
                      "args.k, an expression) of |a^T B D_{l2} W ... D_{l1} W y|, exact: a the sup over unit a "
-                     "(args.a='sup'; k = 1 or d = 1) or a fixed random unit a ('random') (Lemma B.17, Cor. "
+                     "(args.a='sup'; k = 1 or d = 1) or the given a, ctx.coefficients(d) normalised (args.a = 'fixed', "
+                     "also read from 'random'; the claim's inputs.coefficients, Gaussian by default) (Lemma B.17, Cor. "
                      "B.18-B.19)", networks=NET)
 def backward_sparse_sup(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
@@ -172,11 +173,15 @@ def backward_sparse_sup(ctx: Context) -> Observation:
     L, d = fwd.L, B.shape[-2]
     k = max(1, round(_expr_arg(ctx, "k", 1)))
     mode = ctx.arg("a", "sup")
-    if mode == "random":
-        a = ctx.randn(ctx.replicates, d)
-        a = a / a.norm(dim=-1, keepdim=True)
+    mode = "fixed" if mode == "random" else mode
+    if mode == "fixed":  # "for any a in R^d", fixed before W, A, B: through the context, so runs and hunts move it
+        a = ctx.coefficients(d).to(ctx.dtype)
+        an = a.norm(dim=-1, keepdim=True)
+        if not bool((an > 0).all()):
+            raise EstimatorError("Lemma B.17 with a = 0 is trivial: the coefficient vector a is zero")
+        a = a / an
     elif mode != "sup":
-        raise EstimatorError(f"args.a = {mode!r}: one of sup, random")
+        raise EstimatorError(f"args.a = {mode!r}: one of sup, fixed")
     elif k > 1 and d > 1:
         raise EstimatorError("sup over a with k > 1 and d > 1 has no exact form here: use args.a = 'random' or d = 1")
     best = torch.zeros(ctx.replicates, dtype=ctx.dtype)
@@ -184,7 +189,7 @@ def backward_sparse_sup(ctx: Context) -> Observation:
         M = B.unsqueeze(1).expand(-1, X.shape[1], -1, -1)
         for l1 in range(l2, 0, -1):
             M = net.right_mul(M * D[:, :, l1].unsqueeze(-2), W)  # B D_{ℓ2} W ⋯ D_{ℓ1} W, (R, n, d, m)
-            if mode == "random":
+            if mode == "fixed":
                 v = top_s_norm((a[:, None, :, None] * M).sum(-2), k)
             elif k == 1:
                 v = M.norm(dim=-2).amax(-1)  # max column norm: sup over unit a and 1-sparse y
