@@ -342,6 +342,24 @@ def test_backward_sparse_sup_takes_the_fixed_a_from_the_context():
                                obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4).value)
 
 
+def test_fake_gradient_losses_are_drawn_through_the_context():
+    """args.losses = 'fixed' (and 'gaussian', read the same) takes the n (L-1) d loss entries from ctx.coefficients:
+    the default is the Gaussian draw made before (the same generator call), a pinned vector changes the value and is
+    scale-free (the statement divides by max ||loss||^2), and the data-built family is refused."""
+    pa = dict(P, d=2)
+    fixed = obs("rnn-fake-gradient-norm", pa, {"losses": "fixed"}, R=4, seed=3)
+    torch.testing.assert_close(obs("rnn-fake-gradient-norm", pa, {"losses": "gaussian"}, R=4, seed=3).value,
+                               fixed.value, rtol=0, atol=0)
+    vec = [1.0, -2.0, 0.5, 0.0, 0.0, 3.0, -1.0, 0.25]  # n (L - 1) d = 2 * 2 * 2 entries
+    pinned = obs("rnn-fake-gradient-norm", pa, {"losses": "fixed"}, R=4, seed=3, inputs={**INP, "coefficients": vec})
+    scaled = obs("rnn-fake-gradient-norm", pa, {"losses": "fixed"}, R=4, seed=3,
+                 inputs={**INP, "coefficients": [-7 * v for v in vec]})
+    torch.testing.assert_close(scaled.value, pinned.value, rtol=1e-12, atol=0)
+    assert float((pinned.value - fixed.value).abs().max()) > 1e-6
+    with pytest.raises(EstimatorError, match="depend on the data"):
+        obs("rnn-fake-gradient-norm", pa, {"losses": "fixed"}, R=2, inputs={**INP, "coefficients": "null-vector"})
+
+
 def test_sign_change_greedy_is_optimal_against_enumeration():
     m, tau1 = 8, 0.6
     o = obs("az-sign-change-layer2", {"m": m, "tau1": tau1}, {"which": "count", "tau2": "0"}, R=20, seed=9)

@@ -43,6 +43,13 @@ def _setup(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torc
     return W, A, B, X
 
 
+def _given_vector(ctx: Context, size: int) -> torch.Tensor:
+    """A vector a statement fixes before W, A, B ("for any a"), (R, size), from the claim's inputs.coefficients so that
+    runs and hunts move it. The data-built family (null-vector) has no meaning for these vectors and is refused (an
+    EstimatorError), rather than read off the input sequences."""
+    return ctx.coefficients(size, torch.empty(ctx.replicates, 0, 0, dtype=ctx.dtype)).to(ctx.dtype)
+
+
 def _forward_at_init(ctx: Context) -> tuple[net.Forward, str]:
     """Forward pass at random init: the exact-in-law lazy sampler (no W materialised) unless args.sampler = 'full'."""
     if ctx.arg("sampler", "conditional") == "full":
@@ -175,7 +182,7 @@ def backward_sparse_sup(ctx: Context) -> Observation:
     mode = ctx.arg("a", "sup")
     mode = "fixed" if mode == "random" else mode
     if mode == "fixed":  # "for any a in R^d", fixed before W, A, B: through the context, so runs and hunts move it
-        a = ctx.coefficients(d).to(ctx.dtype)
+        a = _given_vector(ctx, d)
         an = a.norm(dim=-1, keepdim=True)
         if not bool((an > 0).all()):
             raise EstimatorError("Lemma B.17 with a = 0 is trivial: the coefficient vector a is zero")
@@ -381,17 +388,23 @@ def gradient_pl_ratio(ctx: Context) -> Observation:
 
 
 @QUANTITIES.register("rnn-fake-gradient-norm", "||fake grad f(W)||_F^2 / max_{i,l} ||loss_{i,l}||^2 at random init for "
-                     "loss vectors fixed before W, A, B (Theorem 5): args.losses 'gaussian' (iid N(0,1)), 'single' "
+                     "loss vectors fixed before W, A, B (Theorem 5): args.losses 'fixed' (ctx.coefficients over the "
+                     "n (L-1) d entries: iid N(0,1) unless inputs.coefficients says otherwise; 'gaussian' reads the "
+                     "same), 'single' "
                      "(one unit loss at i = 1, l = L), 'antipodal' (loss_{1,l} = -loss_{2,l}, others 0)",
                      networks=NET)
 def fake_gradient_norm(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
     R, n, L = X.shape[:3]
     d = B.shape[-2]
-    kind = ctx.arg("losses", "gaussian")
+    kind = ctx.arg("losses", "fixed")
     lv = torch.zeros(R, n, L + 1, d, dtype=ctx.dtype)
-    if kind == "gaussian":
-        lv[:, :, 2:] = ctx.randn(R, n, L - 1, d)
+    if kind in ("fixed", "gaussian"):
+        # the n (L-1) d loss entries (i-major, then l, then the coordinate) as one vector fixed before W, A, B:
+        # ctx.coefficients, Gaussian unless the claim declares inputs.coefficients (ones, parity, first, a list)
+        lv[:, :, 2:] = _given_vector(ctx, n * (L - 1) * d).reshape(R, n, L - 1, d)
+        if not bool(((lv ** 2).sum(-1).flatten(1).amax(-1) > 0).all()):
+            raise EstimatorError("every loss vector is zero: the statement divides by max ||loss_{i,l}||")
     elif kind == "single":
         v = ctx.randn(R, d)
         lv[:, 0, L] = v / v.norm(dim=-1, keepdim=True)
@@ -402,7 +415,7 @@ def fake_gradient_norm(ctx: Context) -> Observation:
         lv[:, 0, 2:] = v
         lv[:, 1, 2:] = -v
     else:
-        raise EstimatorError(f"args.losses = {kind!r}: one of gaussian, single, antipodal")
+        raise EstimatorError(f"args.losses = {kind!r}: one of fixed (also read from gaussian), single, antipodal")
     stat = ctx.arg("statistic", "fro")
     if stat not in ("fro", "per-sample", "row"):
         raise EstimatorError(f"args.statistic = {stat!r}: one of fro, per-sample, row")
@@ -1153,7 +1166,7 @@ def fixed_vector_product(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
     D = net.forward(W, A, B, X).mask()
     R, L, m = W.shape[0], X.shape[2], W.shape[-1]
-    z = ctx.coefficients(m).to(W.dtype)
+    z = _given_vector(ctx, m).to(W.dtype)
     zn = z.norm(dim=-1, keepdim=True)
     if not bool((zn > 0).all()):
         raise EstimatorError("Claim B.12 needs z != 0: the coefficient vector is zero")
