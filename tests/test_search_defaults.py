@@ -282,3 +282,28 @@ def test_hunts_run_on_the_worker_pool_and_a_resumed_run_never_hunts_again(tmp_pa
     again = evaluate(serial, r1, [claim])[0]
     assert [(c.params, c.violations, c.replicates) for c in again.configs] == \
         [(c.params, c.violations, c.replicates) for c in want.configs]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_counterexample_hunted_in_a_run_is_replayed_on_its_siblings_in_that_run(p2, seed):
+    # symmetric-sum shares symmetric's network and inputs; with its own hunt off, only the replay of symmetric's
+    # hunted dataset (within the same run, no corpus file) can reach a set closed under x -> -x.
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    source = p2["symmetric"]
+    raw = copy.deepcopy(p2["symmetric-sum"].raw)
+    raw["profiles"]["full"]["hunt"] = 0
+    sibling = parse_claim(raw, p2["symmetric-sum"].source)
+
+    def full(claims):
+        store = Store(":memory:")
+        return {r.claim.id: r for r in evaluate(store, run_claims(claims, store, profile="full", seed=seed), claims)}
+
+    assert full([sibling])[sibling.id].verdict == "holds"
+    both = full([source, sibling])
+    assert both[source.id].verdict == "violated"
+    hunted = [c.pinned["points"] for c in both[source.id].configs if c.violations and c.pinned]
+    replayed = [c for c in both[sibling.id].configs if c.pinned]
+    assert both[sibling.id].verdict == "violated"
+    assert replayed and all(c.pinned["points"] in hunted for c in replayed)

@@ -103,20 +103,22 @@ def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
             for e in load(claim)] + propagated(claim)
 
 
+def setting(raw: dict[str, Any]) -> str:
+    """What claims that can replay each other's datasets share: the network and the input generator (the inputs
+    table, pinned datasets aside), from a claim file's raw table."""
+    inputs = {k: v for k, v in (raw.get("inputs") or {}).items() if k not in ("points", "labels", "coefficients")}
+    return json.dumps([raw.get("network"), inputs], sort_keys=True, default=str)
+
+
 def _shares_setting(claim: Claim, sibling_file: Path) -> bool:
-    """Whether the claim file `sibling_file` draws from the same network and input generator (its inputs table
-    equal to the claim's, pinned datasets aside)."""
+    """Whether the claim file `sibling_file` draws from the same network and input generator."""
     import tomllib
 
     try:
         raw = tomllib.loads(sibling_file.read_text())
     except (OSError, ValueError):
         return False
-
-    def strip(spec: Any) -> dict[str, Any]:
-        return {k: v for k, v in (spec or {}).items() if k not in ("points", "labels", "coefficients")}
-
-    return raw.get("network") == claim.network and strip(raw.get("inputs")) == strip(claim.raw.get("inputs"))
+    return setting(raw) == setting(claim.raw)
 
 
 def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
@@ -124,9 +126,6 @@ def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     inputs: the entry's dataset (and labels, coefficients) pinned on this claim, its parameters where this claim
     declares them (the others at their defaults), when the dataset's shape fits this claim's configuration; seeded
     by this claim's own configuration seed from the entry's."""
-    from .shards import config_seed
-    from .strategies import dataset_shape
-
     folder = claim.source.parent / CORPUS_DIR
     if not folder.is_dir() or not claim.inputs or claim.check is None:
         return []
@@ -139,18 +138,29 @@ def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
         except (ValueError, KeyError, TypeError):
             continue  # a malformed sibling corpus is its own claim's error, reported there
         for e in entries:
-            if e.points is None:
-                continue
-            params = {k: e.params.get(k, p.default) for k, p in claim.params.items()}
-            if not all(p.contains(params[k]) for k, p in claim.params.items()):
-                continue
-            shape = dataset_shape(claim, params)
-            if shape is None or (shape[0], shape[1]) != (len(e.points), len(e.points[0])):
-                continue
-            seed = config_seed(e.seed, claim.id, params)
-            out.append((params, seed, e.replicates,
-                        pinned(claim, e.points, e.labels, None, e.coefficients, e.functions).snapshot))
+            case = replay_on(claim, e)
+            if case is not None:
+                out.append((case[0], case[1], e.replicates, case[2]))
     return out
+
+
+def replay_on(claim: Claim, e: Probe) -> tuple[dict[str, float], int, str] | None:
+    """(params, seed, pinned definition) replaying another claim's refuting dataset `e` on `claim` (which shares
+    its setting): its parameters where this claim declares them (the others at their defaults), when they lie in
+    this claim's domain and the dataset's shape fits; seeded by this claim's own configuration seed from e's."""
+    from .shards import config_seed
+    from .strategies import dataset_shape
+
+    if e.points is None or not e.points:
+        return None
+    params = {k: e.params.get(k, p.default) for k, p in claim.params.items()}
+    if not all(p.contains(params[k]) for k, p in claim.params.items()):
+        return None
+    shape = dataset_shape(claim, params)
+    if shape is None or (shape[0], shape[1]) != (len(e.points), len(e.points[0])):
+        return None
+    return (params, config_seed(e.seed, claim.id, params),
+            pinned(claim, e.points, e.labels, None, e.coefficients, e.functions).snapshot)
 
 
 # The full profile hunts every claim that does not say otherwise (`hunt = N` in [profiles.full] sets the examples,
@@ -216,9 +226,11 @@ def hunted(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLIC
 
 
 def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_REPLICATES,
-                 profile: str | None = None) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]]]:
-    """`hunted`'s configurations and the cells its probes reached (probe_cells), which the run records for the
-    coverage table (a probe's few draws are evidence of reach, never part of a verdict)."""
+                 profile: str | None = None) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]],
+                                                      dict[str, Any] | None]:
+    """`hunted`'s configurations, the cells its probes reached (probe_cells), which the run records for the
+    coverage table (a probe's few draws are evidence of reach, never part of a verdict), and its counterexample
+    (Probe.to_json, None without one), which the run replays on the claims that share the setting (replay_on)."""
     from .hunt import hunt
 
     target = affordable(claim, profile) if profile else claim
@@ -226,12 +238,13 @@ def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_
     res = hunt(target, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples + stratified,
                stratified=stratified)
     cells = probe_cells(res.probes)
+    ce = res.counterexample.to_json() if res.counterexample is not None else None
     best = res.counterexample or res.worst()
     if best is None or (res.counterexample is None and claim.mode == "scaling"):
-        return [], cells  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
+        return [], cells, ce  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
     return [(dict(best.params), best.seed,
              pinned(claim, best.points, best.labels, best.search or None, best.coefficients,
-                    best.functions).snapshot)], cells
+                    best.functions).snapshot)], cells, ce
 
 
 def probe_cells(probes: list[Probe]) -> list[dict[str, Any]]:
@@ -273,7 +286,8 @@ class HuntTask:
     profile: str
 
 
-def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]], float]:
+def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str]], list[dict[str, Any]],
+                                           dict[str, Any] | None, float]:
     """`hunt_outcome` for a HuntTask, in whichever process runs it, and its CPU seconds; seeded, so every process
     returns the same plan."""
     import time
@@ -282,5 +296,5 @@ def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str
 
     t0 = time.process_time()
     claim = claim_from_snapshot(task.source, task.definition)
-    configs, cells = hunt_outcome(claim, task.examples, task.seed, profile=task.profile)
-    return configs, cells, time.process_time() - t0
+    configs, cells, ce = hunt_outcome(claim, task.examples, task.seed, profile=task.profile)
+    return configs, cells, ce, time.process_time() - t0

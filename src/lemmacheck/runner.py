@@ -361,32 +361,8 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     # reads only that configuration's stored prefix of shards, so it is the same for any executor.
     # Hunts go to the pool first, beside the shards of claims that need none; a claim that hunts is planned (and
     # its plan recorded) when its hunt returns, and a resumed run reads that recorded plan instead of hunting again.
+    planner = _Planner(store, run_id, claims, profile, seed)
     waves: list[ShardTask | HuntTask] = []
-    sequential: list[tuple[Claim, int, ConfigPlan]] = []
-    by_id = {c.id: c for c in claims}
-
-    def admit(claim: Claim, claim_plans: list[ConfigPlan]) -> list[ShardTask]:
-        store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
-                          [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop, pins_of(claim, p.definition))
-                           for p in claim_plans])
-        done = store.done_shards(run_id, claim.id)
-        tasks = []
-        for j, p in enumerate(claim_plans):
-            if p.early_stop:
-                sequential.append((claim, j, p))
-                continue
-            tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
-        return tasks
-
-    hunt_cost: dict[str, float] = {}
-
-    def hunt_returned(task: HuntTask, returned: tuple[list, list, float]) -> list[ShardTask]:
-        outcome, cells, hunt_cost[task.claim_id] = returned
-        claim = by_id[task.claim_id]
-        shards = admit(claim, plan(claim, profile, seed, hunted=outcome))
-        store.record_probes(run_id, claim.id, cells, hunt_cost[task.claim_id])
-        return shards
-
     hunts: list[ShardTask | HuntTask] = []
     for claim in claims:
         examples = 0 if claim.mode == "infeasible" else corpus.hunt_budget(claim, profile)
@@ -394,18 +370,20 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         if examples and recorded is None:
             hunts.append(HuntTask(str(claim.source), claim.snapshot, claim.id, examples, seed, profile))
         else:
-            waves.extend(admit(claim, [] if claim.mode == "infeasible" else recorded or plan(claim, profile, seed)))
+            waves.extend(planner.admit(claim, [] if claim.mode == "infeasible"
+                                       else recorded or plan(claim, profile, seed)))
     waves = hunts + waves
     own = executor is None
     pool = _Pool(executor or make_executor(workers), (lambda: make_executor(workers)) if own else None)
     try:
         while True:
-            waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in sequential) if t)
+            waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in planner.sequential)
+                         if t)
             if not waves:
                 break
             if progress is not None:
                 progress.planned(waves)
-            _drain(pool, waves, store, run_id, progress, hunt_returned)
+            _drain(pool, waves, store, run_id, progress, planner.hunt_returned)
             waves = []
     except BaseException:
         if own and hasattr(pool.ex, "shutdown"):
@@ -413,13 +391,77 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         raise
     if own:
         pool.ex.shutdown(wait=True)
-    if hunt_cost:
-        top = sorted(hunt_cost.items(), key=lambda kv: -kv[1])[:5]
-        store.note_run(run_id, f"hunts {now_utc()}", f"{len(hunt_cost)} claims hunted, "
-                       f"{sum(hunt_cost.values()):.0f} CPU-seconds; most: "
-                       + ", ".join(f"{cid} {sec:.0f} s" for cid, sec in top))
+    planner.note_costs()
     store.finish_run(run_id)
     return run_id
+
+
+class _Planner:
+    """A run's plans as they grow: a claim is admitted (its plan recorded, its shards queued) at once, or when its
+    hunt returns on the pool; a hunted counterexample's dataset is then replayed on every claim of the run that
+    shares its setting (corpus.replay_on), as one more configuration of that claim, appended to its plan."""
+
+    def __init__(self, store: Store, run_id: int, claims: list[Claim], profile: str, seed: int):
+        self.store, self.run_id, self.profile, self.seed = store, run_id, profile, seed
+        self.by_id = {c.id: c for c in claims}
+        self.sequential: list[tuple[Claim, int, ConfigPlan]] = []  # early-stopping configurations, drawn in waves
+        self.plans: dict[str, list[ConfigPlan]] = {}  # admitted claims' plans
+        self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
+        self.hunt_cost: dict[str, float] = {}
+
+    def admit(self, claim: Claim, claim_plans: list[ConfigPlan], first: int = 0) -> list[ShardTask]:
+        """Record the claim's plan; the shards of its configurations from index `first` on that are not stored."""
+        claim_plans = claim_plans + [p for p in self.waiting.pop(claim.id, []) if p not in claim_plans]
+        self.store.record_plan(self.run_id, claim.id, str(claim.source), claim.snapshot,
+                               [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop,
+                                 pins_of(claim, p.definition)) for p in claim_plans])
+        self.plans[claim.id] = claim_plans
+        done = self.store.done_shards(self.run_id, claim.id)
+        tasks = []
+        for j, p in enumerate(claim_plans[first:], start=first):
+            if p.early_stop:
+                self.sequential.append((claim, j, p))
+                continue
+            tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
+        return tasks
+
+    def hunt_returned(self, task: HuntTask, returned: tuple[list, list, dict | None, float]) -> list[ShardTask]:
+        outcome, cells, counterexample, self.hunt_cost[task.claim_id] = returned
+        claim = self.by_id[task.claim_id]
+        tasks = self.admit(claim, plan(claim, self.profile, self.seed, hunted=outcome))
+        self.store.record_probes(self.run_id, claim.id, cells, self.hunt_cost[task.claim_id])
+        if counterexample is not None:
+            tasks += self._replay(claim, counterexample)
+        return tasks
+
+    def _replay(self, source: Claim, counterexample: dict) -> list[ShardTask]:
+        from . import corpus
+        from .hunt import Probe
+
+        ce, key = Probe.from_json(counterexample), corpus.setting(source.raw)
+        tasks: list[ShardTask] = []
+        for sib in self.by_id.values():
+            if sib.id == source.id or sib.check is None or not sib.inputs or corpus.setting(sib.raw) != key:
+                continue
+            if sib.mode == "scaling":  # one pinned dataset would enter the slope fit as if it were a sweep level
+                continue
+            case = corpus.replay_on(sib, ce)
+            if case is None or self.profile not in sib.profiles:
+                continue
+            prof = sib.profiles[self.profile]
+            extra = ConfigPlan(case[0], case[1], prof.replicates, prof.shard_size, False, case[2])
+            if sib.id not in self.plans:
+                self.waiting.setdefault(sib.id, []).append(extra)
+            elif extra not in self.plans[sib.id]:
+                tasks += self.admit(sib, self.plans[sib.id] + [extra], first=len(self.plans[sib.id]))
+        return tasks
+
+    def note_costs(self) -> None:
+        if self.hunt_cost:
+            top = sorted(self.hunt_cost.items(), key=lambda kv: -kv[1])[:5]
+            self.store.note_run(self.run_id, f"hunts {now_utc()}", f"{len(self.hunt_cost)} claims hunted, "
+                                f"{sum(self.hunt_cost.values()):.0f} CPU-seconds; most: "
+                                + ", ".join(f"{cid} {sec:.0f} s" for cid, sec in top))
 
 
 def recorded_plan(store: Store, run_id: int, claim: Claim) -> list[ConfigPlan] | None:
