@@ -4,9 +4,8 @@
 
 For each claim the plan is expanded exactly as `lemmacheck run` would (corpus replays, the profile's bounded hunt,
 grid, regime-path levels, explored configurations), and the time that takes is the `plan_s` column: planning runs
-the hunt's probes (the full profile hunts every checked claim by default, corpus.DEFAULT_FULL_HUNT), and `run`
-plans every claim in its main process before the first shard, so plan seconds add to the wall time whatever the
-number of workers. Then the shard of the largest configuration (by the product of its parameters) and up to
+the hunt's probes (the full profile hunts every checked claim by default, corpus.hunt_budget); `run` hunts on its
+worker pool beside other claims' shards, so plan seconds share the workers with the shards. Then the shard of the largest configuration (by the product of its parameters) and up to
 `--sample` shards drawn uniformly at random are run through the same `execute_shard` the runner uses, until
 `--cap-s` seconds of estimator time are spent on the claim. The estimate is the number of shards times the mean
 time of the uniform sample (unbiased for the total when the cap does not bite), and never less than the largest
@@ -18,8 +17,7 @@ With `--stored RUN_JSON` (a run's JSON, e.g. reports/results.json), a configurat
 parameters costs the seconds it recorded there, and only the rest (new levels, a hunt's worst case) is sampled:
 an estimate of a full profile in minutes instead of hours, as accurate as that run's timings for the unchanged part.
 
-The summary line gives the wall time as plan seconds (serial) plus shard seconds / workers, and the claims that
-cost most.
+The summary line gives the wall time as (plan seconds + shard seconds) / workers, and the claims that cost most.
 """
 from __future__ import annotations
 
@@ -61,7 +59,7 @@ def estimate(claim, profile: str, sample: int, cap_s: float, memory: int, seed: 
              stored: dict[tuple, float] | None = None) -> dict:
     t0 = time.process_time()
     plans = runner.plan(claim, profile, seed)
-    plan_s = time.process_time() - t0  # the hunt's probes, in the main process of a real run
+    plan_s = time.process_time() - t0  # the hunt's probes (a unit of work on a real run's pool)
     # `lemmacheck run` refuses a run with a configuration whose shard cannot fit a worker: count, do not draw them
     fits = [runner.memory_estimate(claim, p.params, p.shard_replicates(0)) <= memory for p in plans]
     # --stored: a configuration the published run drew costs what it cost there; only the others are sampled
@@ -146,11 +144,11 @@ def main() -> int:
     rows = [r for r in rows if "estimate_s" in r]
     total = sum(r["estimate_s"] for r in rows)
     planning = sum(r.get("plan_s", 0.0) for r in rows)
-    wall = planning + total / max(a.workers, 1)
+    wall = (planning + total) / max(a.workers, 1)  # hunts run on the pool beside the shards
     print(f"{len(rows)} claims, {sum(r['shards'] for r in rows)} shards: about {total / 60:.1f} estimator-minutes "
-          f"of shards and {planning / 60:.1f} minutes of planning (hunts; serial), about {wall / 60:.0f} min wall on "
+          f"of shards and {planning / 60:.1f} minutes of hunts, about {wall / 60:.0f} min wall on "
           f"{a.workers} workers; measured in {time.time() - t0:.0f} s", file=sys.stderr)
-    top = sorted(rows, key=lambda r: r["estimate_s"] / max(a.workers, 1) + r.get("plan_s", 0.0), reverse=True)
+    top = sorted(rows, key=lambda r: r["estimate_s"] + r.get("plan_s", 0.0), reverse=True)
     for r in top[:a.top]:
         print(f"  {r['claim']:70s} shards {r['estimate_s']:8.1f} s ({r['shards']} shards)  plan {r['plan_s']:6.1f} s",
               file=sys.stderr)
