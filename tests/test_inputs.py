@@ -130,6 +130,13 @@ def test_arc_and_duplicated_directions_sit_at_the_separation_limit():
     torch.testing.assert_close((X[:, 1::2] - X[:, 0:6:2]).norm(dim=-1), torch.full((5, 3), 0.1, dtype=X.dtype))
 
 
+def test_many_points_at_a_small_separation_limit_are_placed():
+    """32 points exactly 0.02 apart on an arc: the separation check measures distances directly (cdist's
+    matrix-product form, used above 25 points, read them 3e-13 too close and refused the dataset)."""
+    X = unit_sphere(_gen(), 2, n=32, d=2, separation=0.02, geometry="arc")
+    assert float((min_separation(X) - 0.02).abs().max()) < 1e-15
+
+
 def test_nearly_collinear_points_lie_in_a_narrow_cap():
     X = unit_sphere(_gen(), 3, n=12, d=4, separation=0.05, geometry="nearly-collinear")
     c = X.mean(1, keepdim=True)
