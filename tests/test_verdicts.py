@@ -458,3 +458,18 @@ def test_log_elasticity_of_bounds_with_max_and_floor():
     assert e.log_elasticity("m", {"m": 64, "L": 3}) == pytest.approx(1.0, abs=0.06)  # floor(m/2) ~ m/2
     assert e.log_elasticity("L", {"m": 64, "L": 3}) == pytest.approx(1.0)  # max(L, 2) = L above 2
     assert e.log_elasticity("L", {"m": 64, "L": 1}) == 0.0  # the constant branch
+
+
+def test_one_trend_rule_for_regime_paths_and_hunt_replays():
+    # verdicts.violation_trend decides both a run's regime path and hunt.persistence: a significant decrease
+    # fades; violations to the widest level persist; violations that stop early without a significant decrease
+    # (too few draws) are undecided, never "fades" on one lucky replay nor "persists".
+    from lemmacheck.verdicts import violation_trend
+
+    levels = [16, 256, 4096]
+    assert violation_trend([4, 0, 0], [4, 4, 4], levels)["trend"] == "fades"
+    assert violation_trend([1, 0, 0], [4, 4, 4], levels)["trend"] == "undecided"
+    assert violation_trend([4, 4, 4], [4, 4, 4], levels)["trend"] == "persists"
+    assert violation_trend([40, 30, 35], [400, 400, 400], levels)["trend"] == "persists"
+    assert violation_trend([0, 0, 0], [4, 4, 4], levels)["trend"] == "no violation"
+    assert violation_trend([80, 20, 0], [400, 400, 400], levels)["trend"] == "fades"

@@ -37,7 +37,7 @@ from .inputs import all_patterns
 from .registry import QUANTITIES
 from .search import move_points
 from .shards import ShardTask, config_seed, execute_shard, shard_seed
-from .verdicts import config_result
+from .verdicts import config_result, violation_trend
 
 # Perturbation searches a hunt escalates to: the linearised worst direction and projected ascent from it.
 ESCALATE = {"random": "adversarial", "gradient": "adversarial"}
@@ -412,8 +412,11 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         result.persistence = persistence(claim, ce, seed)
         if result.persistence is not None:
             per = result.persistence
-            what = {"persists": "persists at every level: evidence that it does not depend on the width condition",
-                    "fades": "fades: a finite-width effect", "mixed": "comes and goes", "unknown": "could not be run"}
+            what = {"persists": "persists to the widest level: evidence that it does not depend on the width "
+                                "condition",
+                    "fades": "fades (a significant decrease): a finite-width effect",
+                    "undecided": "stops before the widest level, too rarely to call it a decrease (undecided)",
+                    "no violation": "does not recur on replay", "unknown": "could not be run"}
             result.notes.append(f"out of regime; along {per['param']} = "
                                 f"{[r['level'] for r in per['levels']]} the violation {what[per['trend']]}")
     return result
@@ -423,9 +426,10 @@ def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None 
                 levels: list[float] | None = None) -> dict[str, Any] | None:
     """Whether a violation found where a width condition fails persists as the width grows: the counterexample
     (its dataset, labels and coefficients pinned) replayed with `param` at each of `levels` (default: the claim's
-    regime path: the full profile's, else check.regime_path). "persists": violated at every level (evidence that the
-    failure does not depend on the width condition; the findings rules decide the rest), "fades": violated at the
-    first level but not the last (a finite-width effect), "mixed" otherwise. None without a path."""
+    regime path: the full profile's, else check.regime_path), judged by the same rule as a run's regime path
+    (verdicts.violation_trend): "fades" (a significant decrease: a finite-width effect), "persists" (evidence that
+    the failure does not depend on the width condition; the findings rules decide the rest), "undecided" or
+    "no violation". None without a path."""
     if param is None or levels is None:
         prof = claim.profiles.get("full")
         path = prof.regime_path if prof is not None else None  # the profile's own path, else the check's
@@ -448,9 +452,9 @@ def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None 
     seen = [r for r in rows if "violated" in r]
     if not seen:
         return {"param": param, "levels": rows, "trend": "unknown"}
-    trend = ("persists" if all(r["violated"] for r in seen)
-             else "fades" if seen[0]["violated"] and not seen[-1]["violated"] else "mixed")
-    return {"param": param, "levels": rows, "trend": trend}
+    trend = violation_trend([r["violations"] for r in seen], [r["replicates"] for r in seen],
+                            [r["level"] for r in seen])
+    return {"param": param, "levels": rows, "trend": trend["trend"], "p_decrease": trend["p_decrease"]}
 
 
 def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int, search: str | None,

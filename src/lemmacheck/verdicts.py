@@ -610,18 +610,29 @@ def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             return dict(out, trend="incomplete", reason=f"no configuration at {path.param} = {lev:g}")
         rows.append(configs[idx[0]])
     v, n = [c.violations for c in rows], [c.replicates for c in rows]
-    out.update(violations=v, replicates=n, rates=[vi / ni if ni else math.nan for vi, ni in zip(v, n)],
-               slack_median=[c.slack_median for c in rows], slack_min=[c.slack_min for c in rows],
-               verdicts=[c.verdict for c in rows])
-    pval = cochran_armitage_decrease(v, n, [math.log(max(lev, 1e-300)) for lev in path.levels])
-    out["p_decrease"] = pval
-    if not any(v):
-        out["trend"] = "no violation"
-    elif pval < TREND_ALPHA and out["rates"][-1] < out["rates"][0]:
-        out["trend"] = "fades"
-    else:
-        out["trend"] = "persists"
+    out.update(slack_median=[c.slack_median for c in rows], slack_min=[c.slack_min for c in rows],
+               verdicts=[c.verdict for c in rows], **violation_trend(v, n, list(path.levels)))
     return out
+
+
+def violation_trend(violations: list[int], totals: list[int], levels: list[float]) -> dict[str, Any]:
+    """The one rule for "does a violation persist as the width grows", for a run's regime path and a hunt's replay
+    of its counterexample alike: 'fades' when the violation rate decreases along log(level) (one-sided
+    Cochran-Armitage, TREND_ALPHA), 'persists' when it does not and the widest level still violates, 'undecided'
+    when violations stop before the widest level without a significant decrease (too few draws to tell),
+    'no violation' when none does."""
+    rates = [vi / ni if ni else math.nan for vi, ni in zip(violations, totals)]
+    pval = cochran_armitage_decrease(violations, totals, [math.log(max(lev, 1e-300)) for lev in levels])
+    if not any(violations):
+        trend = "no violation"
+    elif pval < TREND_ALPHA and rates[-1] < rates[0]:
+        trend = "fades"
+    elif violations[-1] > 0:
+        trend = "persists"
+    else:
+        trend = "undecided"
+    return {"violations": list(violations), "replicates": list(totals), "rates": rates, "p_decrease": pval,
+            "trend": trend}
 
 
 def trend_text(t: dict[str, Any]) -> str:
