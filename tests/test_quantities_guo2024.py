@@ -16,6 +16,7 @@ from plugins import paper
 from scipy import stats
 
 from lemmacheck.context import Context
+from lemmacheck.errors import EstimatorError
 
 net = paper("guo2024").network
 q = paper("guo2024").quantities
@@ -164,6 +165,27 @@ def test_even_network_cannot_fit_odd_labels_on_antipodal_pairs():
     P = {"m": 32, "L": 2, "n": 4, "p": 5, "d": 1, "alpha": -1.0, "delta": 0.3, "eta0": 1.0, "T": 200}
     v = q.training(_ctx(P, geometry="antipodal-pairs", args={"statistic": "final-loss", "labels": "antipodal-odd"}))
     assert bool((v.value >= 4.0 - 1e-9).all())
+
+
+def test_fixed_labels_are_drawn_through_the_context():
+    """args.labels = 'fixed': y is ctx.coefficients over the n d entries / sqrt(d), the same draw as 'gaussian' by
+    default; a pinned vector changes the value, and the parity family on antipodal pairs at α = -1 hits the even
+    network's loss floor (y(-x) = -y(x): L ≥ 2 per pair) that Gaussian labels only approach."""
+    P = {"m": 32, "L": 2, "n": 4, "p": 5, "d": 1, "alpha": 0.3, "delta": 0.2, "eta0": 0.5, "T": 20}
+    args = {"statistic": "drift", "loss": "square"}
+    fixed = q.training(_ctx(P, seed=2, args={**args, "labels": "fixed"})).value
+    torch.testing.assert_close(q.training(_ctx(P, seed=2, args={**args, "labels": "gaussian"})).value, fixed,
+                               rtol=0, atol=0)
+    c = _ctx(P, seed=2, args={**args, "labels": "fixed"})
+    c.inputs_spec["coefficients"] = [1.0, -0.5, 2.0, 0.0]
+    assert float((q.training(c).value - fixed).abs().max()) > 1e-6
+    even = {**P, "alpha": -1.0, "delta": 0.3, "eta0": 1.0, "T": 200}
+    c = _ctx(even, geometry="antipodal-pairs", args={"statistic": "final-loss", "labels": "fixed"})
+    c.inputs_spec["coefficients"] = "parity"
+    assert bool((q.training(c).value >= 4.0 - 1e-9).all())
+    c.inputs_spec["coefficients"] = [1.0, 2.0]
+    with pytest.raises(EstimatorError, match="entries for n=4"):
+        q.training(c)
 
 
 # --------------------------------------------------------------------------- semi-smoothness, generalization

@@ -44,11 +44,16 @@ def _init(ctx: Context, X: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tenso
 
 
 def _labels(ctx: Context, n: int) -> torch.Tensor:
-    """y_i ∈ R^d with E||y_i||² = 1 (the paper asks ||y_i|| ≤ O(1)): args.labels gaussian | rademacher | zero |
-    antipodal-odd (y_{2k+1} = -y_{2k}, for datasets of antipodal pairs x_{2k+1} = -x_{2k})."""
+    """y_i ∈ R^d with E||y_i||² = 1 (the paper asks ||y_i|| ≤ O(1)): args.labels fixed | gaussian | rademacher | zero |
+    antipodal-odd (y_{2k+1} = -y_{2k}, for datasets of antipodal pairs x_{2k+1} = -x_{2k}). 'fixed' takes the n d
+    entries (i-major) from ctx.coefficients, divided by sqrt(d): Gaussian (the same draw as 'gaussian') unless the
+    claim declares inputs.coefficients, so runs and hunts move the labels (ones, parity, first; at d = 1 also a null
+    vector of the data, sum_i y_i x_i = 0)."""
     d = ctx.i("d", 1)
     kind = ctx.arg("labels", "gaussian")
     shape = (ctx.replicates, n, d)
+    if kind == "fixed":
+        return ctx.coefficients(n * d).to(ctx.dtype).reshape(shape) / math.sqrt(d)
     if kind == "gaussian":
         return ctx.randn(*shape) / math.sqrt(d)
     if kind == "rademacher":
@@ -59,7 +64,7 @@ def _labels(ctx: Context, n: int) -> torch.Tensor:
         y = (torch.randint(0, 2, shape, generator=ctx.generator).to(ctx.dtype) * 2 - 1) / math.sqrt(d)
         y[:, 1::2] = -y[:, 0:n - 1:2]
         return y
-    raise EstimatorError(f"args.labels = {kind!r}: one of gaussian, rademacher, zero, antipodal-odd")
+    raise EstimatorError(f"args.labels = {kind!r}: one of fixed, gaussian, rademacher, zero, antipodal-odd")
 
 
 def _features(ctx: Context, X: torch.Tensor, alpha: float) -> tuple[list[torch.Tensor], str]:
@@ -486,7 +491,7 @@ def b13_residual(gen: torch.Generator, fwd: net.Forward, d: int, alpha: float
 
 
 def _targets(ctx: Context, X: torch.Tensor, fwd0: net.Forward, alpha: float) -> torch.Tensor:
-    """Labels y (R, n, d) for training claims: args.labels gaussian | rademacher | zero (as `_labels`), 'synthetic'
+    """Labels y (R, n, d) for training claims: args.labels fixed | gaussian | rademacher | zero (as `_labels`), 'synthetic'
     (§5.1's function plus N(0, args.noise²) noise, d = 1) or 'b13' (y = ŷ(W^(0)) + f(x), Assumption B.13)."""
     kind = ctx.arg("labels", "gaussian")
     n = X.shape[1]
