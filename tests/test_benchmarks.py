@@ -42,6 +42,7 @@ from lemmacheck.registry import QUANTITIES
 rnn = paper("allenzhu2018").network
 du2018 = paper("du2018").network
 net = paper("zou2018").network
+zq = paper("zou2018").quantities
 
 # issue 15's sizes (--benchmark-enable or LEMMACHECK_BENCH=issue) and the cheap ones of the default test run.
 # `base_R`: replicates the straightforward loop runs (its time is linear in them: reported per replicate).
@@ -49,6 +50,7 @@ ISSUE = {
     "forward": {"m": 2048, "L": 10, "n": 16, "d": 64, "R": 64, "base_R": 16},
     "spectral": {"m": 2048, "L": 10, "R": 64, "base_R": 1},
     "perturbation": {"m": 1024, "L": 5, "n": 8, "d": 32, "R": 1, "base_R": 1, "steps": 20},
+    "tracked": {"m": 2048, "L": 2, "n": 4, "d": 16, "R": 1, "steps": 15},
     "ntk": {"m": 1024, "H": 3, "n": 32, "d": 16, "R": 8, "base_R": 2},
     "rnn": {"m": 1024, "L": 20, "n": 8, "dx": 16, "R": 16, "base_R": 4},
     "gd": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
@@ -59,6 +61,7 @@ CI = {
     "forward": {"m": 256, "L": 3, "n": 8, "d": 16, "R": 4, "base_R": 4},
     "spectral": {"m": 128, "L": 2, "R": 4, "base_R": 2},
     "perturbation": {"m": 32, "L": 2, "n": 3, "d": 8, "R": 2, "base_R": 2, "steps": 3},
+    "tracked": {"m": 160, "L": 2, "n": 3, "d": 8, "R": 2, "steps": 3},
     "ntk": {"m": 64, "H": 2, "n": 6, "d": 8, "R": 2, "base_R": 2},
     "rnn": {"m": 64, "L": 5, "n": 3, "dx": 6, "R": 2, "base_R": 2},
     "gd": {"m": 64, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 5},
@@ -72,6 +75,7 @@ WIDE = {
     "forward": {"m": 8192, "L": 10, "n": 16, "d": 64, "R": 16, "base_R": 1},
     "spectral": {"m": 4096, "L": 4, "R": 16, "base_R": 1},
     "perturbation": {"m": 2048, "L": 2, "n": 4, "d": 16, "R": 1, "base_R": 1, "steps": 5},
+    "tracked": {"m": 4096, "L": 2, "n": 4, "d": 16, "R": 1, "steps": 15},
     "ntk": {"m": 8192, "H": 3, "n": 32, "d": 16, "R": 4, "base_R": 1},
     "rnn": {"m": 4096, "L": 20, "n": 8, "dx": 16, "R": 4, "base_R": 1},
     "gd": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
@@ -369,6 +373,77 @@ def test_bench_forward_perturbation_adversarial(benchmark, S, impl, request):
                    c["R"], count_flops=True)
     # a search's lower estimate of the sup: positive, and below the trivial bound (1 + tau)^L - 1 (times 1.5²)
     assert bool(((out > 0) & (out < 2.25 * ((1 + 3.5 * tau) ** c["L"] - 1) * 3)).all())
+
+
+def _previous_tracked_stepper(tau: float):
+    """The straightforward form of zou2018's tracked ascent (the reference of the tracked-starts benchmark): every
+    ascent start's tracker diagonalises its own start's Gram (torch eigh), after search's `_scale_to` took the
+    start's norm from another Gram eigensolve, and the tracker's iterate is compared with the one handed back."""
+    from lemmacheck.linalg import BallTracker
+    from lemmacheck.search import BALLS
+
+    project = BALLS["spectral"][1]
+    trackers: dict = {}
+
+    def step(Ds, moves):
+        new = []
+        for li, (D, move) in enumerate(zip(Ds, moves)):
+            if min(D.shape[-2:]) < zq.TRACK_MIN or D.shape[-2] < D.shape[-1]:
+                new.append(project(D + move, tau))
+                continue
+            out = torch.empty_like(D)
+            for r in range(D.shape[0]):
+                res = None
+                ab = zq._rank_one(move[r])
+                if ab is not None:
+                    tr = trackers.get((li, r))
+                    if tr is None or tr.D is not D[r] and not torch.equal(tr.D, D[r]):
+                        tr = trackers[(li, r)] = BallTracker(D[r], tau)
+                    res = tr.step(*ab)
+                if res is None:
+                    res = project((D[r] + move[r]).unsqueeze(0), tau)[0]
+                    trackers.pop((li, r), None)
+                out[r] = res
+            new.append(out)
+        return new
+
+    return step
+
+
+def _previous_maximise_tracked(target, Ws, tau, method, gen, steps=30, lr=0.3):
+    from lemmacheck.search import maximise
+
+    return maximise(target, Ws, tau, method, gen, steps=steps, lr=lr,
+                    stepper=lambda: _previous_tracked_stepper(tau))
+
+
+TRACKED: dict[str, torch.Tensor] = {}  # impl -> value, for the agreement check of the second implementation
+
+
+@pytest.mark.benchmark(group="forward perturbation, tracked starts (zou2018 Lemma B.2)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_forward_perturbation_tracked_starts(benchmark, S, impl, monkeypatch):
+    """zou2018 Lemma B.2's adversarial search at a width where its O(m³) part shows (one eigensolver per start,
+    layer and replicate, the Gram diagonalisation that scales the start onto the sphere and starts its tracker)
+    against the same search taking the start's norm and its tracker's eigendecomposition separately (torch eigh):
+    the same draws, values equal to 1e-10. The ratio goes into extra_info; no time is asserted."""
+    c = S["tracked"]
+    group = "forward perturbation, tracked starts (zou2018 Lemma B.2)"
+    params = {"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"], "tau": 0.1, "phi": 0.1}
+    if impl == "straightforward":
+        monkeypatch.setattr(zq, "maximise_tracked", _previous_maximise_tracked)
+    out = _run(benchmark, group, impl, _estimator("forward-perturbation", params, c["R"], 3, search="adversarial",
+                                                  args={"steps": c["steps"]},
+                                                  inputs={"kind": "unit-sphere", "n": "n", "d": "d",
+                                                          "separation": "phi"}), c["R"])
+    TRACKED[impl] = out
+    other = TRACKED.get("straightforward" if impl == "lemmacheck" else "lemmacheck")
+    if other is not None:
+        torch.testing.assert_close(out, other, rtol=1e-10, atol=0)
+        base = RESULTS[group].get("straightforward", {}).get("s_per_rep")
+        if base and impl == "lemmacheck":
+            benchmark.extra_info["ratio"] = base / RESULTS[group]["lemmacheck"]["s_per_rep"]
+    assert bool((out > 0).all())
 
 
 @pytest.mark.benchmark(group="NTK Gram least eigenvalue at init (du2018 FC, G^(H))")

@@ -309,10 +309,11 @@ class BallTracker:
 
     THRESH = 1e-12  # relative margin above tau² below which an eigenvalue counts as on the sphere
 
-    def __init__(self, D0: torch.Tensor, tau: float):
+    def __init__(self, D0: torch.Tensor, tau: float, eig: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """`eig`: the eigendecomposition (ascending values, vectors) of D0ᵀD0 where the caller already has it."""
         self.tau = float(tau)
         self.D0 = D0.to(torch.float64)
-        lam, V = torch.linalg.eigh(self.D0.transpose(0, 1) @ self.D0)
+        lam, V = eig if eig is not None else torch.linalg.eigh(self.D0.transpose(0, 1) @ self.D0)
         self.lam0, self.V0 = lam, V
         self.ok = bool(lam[-1] <= tau * tau * (1 + 1e-10))
         self.D = self.D0.clone()
@@ -330,7 +331,7 @@ class BallTracker:
         if not self.ok:
             return None
         tau2 = self.tau * self.tau
-        Dp = self.D + torch.outer(a, b)
+        Dp = torch.addr(self.D, a, b)
         X, Y = self.X + [a], self.Y + [b]
         ZY = self.ZY + [self.V0.transpose(0, 1) @ b]
         ZX = self.ZX + [self.V0.transpose(0, 1) @ (self.D0.transpose(0, 1) @ a)]
@@ -406,7 +407,7 @@ class BallTracker:
             if not bool(res.norm() <= 1e-12 * lam):
                 return None
             f = self.tau / math.sqrt(lam) - 1
-            out = Dp + torch.outer(f * w, v)
+            out = torch.addr(Dp, w, v, alpha=f)
             X, Y = X + [f * w], Y + [v]
             ZY = ZY + [x]
             ZX = ZX + [self.V0.transpose(0, 1) @ (self.D0.transpose(0, 1) @ (f * w))]

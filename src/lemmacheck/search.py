@@ -59,15 +59,18 @@ Stepper = Callable[[list[torch.Tensor], list[torch.Tensor]], list[torch.Tensor]]
 
 def maximise(target: Target, Ws: list[torch.Tensor], tau: float, method: str, gen: torch.Generator,
              *, steps: int = 30, restarts: int = 1, lr: float = 0.3,
-             norm: str = "spectral", stepper: Callable[[], Stepper] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+             norm: str = "spectral", stepper: Callable[[], Stepper] | None = None,
+             scale: Callable[[torch.Tensor, float], torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Largest target value found within the per-layer ball of radius tau in `norm` ("spectral" or
     "frobenius"), per replicate; also returns which search found it (0 = random, 1 = gradient,
     2 = adversarial), so reports can say what refuted a bound.
 
     `stepper()` makes, for each ascent start, the function that takes (Ds, ascent steps) to the projected next Ds;
     the default projects every layer with the ball's projection. A stepper that keeps state along one start
-    (rank-one tracked projections, say) must return the same projection to rounding."""
-    scale, project = BALLS[norm]
+    (rank-one tracked projections, say) must return the same projection to rounding. `scale(G, tau)` replaces
+    the ball's scaling of the starts onto the sphere (a structured one must equal it to rounding)."""
+    default_scale, project = BALLS[norm]
+    scale = scale or default_scale
     if stepper is None:
         stepper = lambda: lambda Ds, moves: [project(D + s, tau) for D, s in zip(Ds, moves)]
     level = SEARCH_ORDER[method]
