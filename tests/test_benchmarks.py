@@ -411,9 +411,15 @@ def _previous_tracked_stepper(tau: float):
 
 
 def _previous_maximise_tracked(target, Ws, tau, method, gen, steps=30, lr=0.3):
+    """search.maximise with `_previous_tracked_stepper`; the starts' norms by `spectral_norm`'s Gram eigvalsh at every
+    size (its cross-checked Lanczos above EXACT_SVD_MAX does not settle a Gaussian matrix's top singular value)."""
+    from lemmacheck.linalg import spectral_norm
     from lemmacheck.search import maximise
 
-    return maximise(target, Ws, tau, method, gen, steps=steps, lr=lr,
+    def scale(G, radius):
+        return G * (radius / spectral_norm(G, exact_max=max(G.shape[-2:]))[0].clamp_min(1e-300)).reshape(-1, 1, 1)
+
+    return maximise(target, Ws, tau, method, gen, steps=steps, lr=lr, scale=scale,
                     stepper=lambda: _previous_tracked_stepper(tau))
 
 

@@ -13,7 +13,6 @@ import torch
 
 from lemmacheck.context import Context, Observation
 from lemmacheck.linalg import (
-    EXACT_SVD_MAX,
     BallTracker,
     _scipy_blas_threads,
     canonical_eigh,
@@ -139,8 +138,10 @@ def _scale_structured(G: torch.Tensor, tau: float, eigs: dict) -> torch.Tensor:
     """G * tau / ||G||_2 per replicate, as search's spectral `_scale_to` (`linalg.spectral_norm`: the Gram's top
     eigenvalue rounded up by `gram_rounding_bound`), for matrices the ascent tracks from the full eigendecomposition
     of the Gram (BLAS syrk, LAPACK syevd through scipy: about 1.4x faster than torch's eigh on one thread at
-    m = 2048), which is kept in `eigs` for the tracker of the start it makes."""
-    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1] or min(G.shape[-2:]) > EXACT_SVD_MAX:
+    m = 2048), which is kept in `eigs` for the tracker of the start it makes. Above `linalg.EXACT_SVD_MAX` too:
+    `spectral_norm`'s Lanczos there cannot settle the top of a Gaussian matrix's spectrum (its two starts disagree
+    by ~4e-4 at m = 4096: a cluster of near-equal singular values), and the tracker needs this eigensolve anyway."""
+    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1]:
         return BALLS["spectral"][0](G, tau)
     import scipy.linalg  # as linalg.clip_spectral: only where a search projects
     from scipy.linalg.blas import dsyrk
@@ -180,7 +181,7 @@ def _tracked_stepper(tau: float, eigs: dict | None = None):
                 new.append(project(D + move, tau))
                 continue
             mine = returned.get(li) is D  # the iterate handed back unchanged: row r is trackers[(li, r)].D
-            out = torch.empty_like(D)
+            rows = []
             for r in range(D.shape[0]):
                 res = None
                 ab = _rank_one(move[r])
@@ -194,7 +195,9 @@ def _tracked_stepper(tau: float, eigs: dict | None = None):
                 if res is None:
                     res = project((D[r] + move[r]).unsqueeze(0), tau)[0]
                     trackers.pop((li, r), None)
-                out[r] = res
+                rows.append(res)
+            # one replicate: the tracker's own iterate, not a copy (nothing writes into an iterate in place)
+            out = (rows[0].unsqueeze(0) if len(rows) == 1 else torch.stack(rows)).to(D.dtype)
             returned[li] = out
             new.append(out)
         return new
