@@ -140,8 +140,9 @@ def _scale_structured(G: torch.Tensor, tau: float, eigs: dict) -> torch.Tensor:
     of the Gram (BLAS syrk, LAPACK syevd through scipy: about 1.4x faster than torch's eigh on one thread at
     m = 2048), which is kept in `eigs` for the tracker of the start it makes. Above `linalg.EXACT_SVD_MAX` too:
     `spectral_norm`'s Lanczos there cannot settle the top of a Gaussian matrix's spectrum (its two starts disagree
-    by ~4e-4 at m = 4096: a cluster of near-equal singular values), and the tracker needs this eigensolve anyway."""
-    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1]:
+    by ~4e-4 at m = 4096: a cluster of near-equal singular values), and the tracker needs this eigensolve anyway.
+    On a GPU the engine's scaling and the trackers' own eigensolves (torch, on the device) stay."""
+    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1] or G.device.type != "cpu":
         return BALLS["spectral"][0](G, tau)
     import scipy.linalg  # as linalg.clip_spectral: only where a search projects
     from scipy.linalg.blas import dsyrk
