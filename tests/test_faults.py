@@ -228,3 +228,56 @@ def test_a_planted_estimator_bug_is_recorded_the_run_finishes_exits_70_and_resum
     assert len(resumed) == 12
     reference = _reference(clean_dir, tmp_path / "clean.db")
     assert resumed == reference  # the redrawn shards are exactly those of a run without the bug
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first, then the parent's pid); None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _running(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant process of `pid` (from /proc)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields is not None and fields[0] != "Z":
+            parent[int(entry.name)] = int(fields[1])
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parent.items() if pp == p}
+        out |= kids
+        todo += list(kids)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
+def test_a_terminated_run_stops_its_workers_and_resumes(tmp_path):
+    # `kill` (SIGTERM) of a multi-worker run: it stops as Ctrl-C does (exit 130, completed shards kept) and ends
+    # its worker processes, which would otherwise run on, orphaned, in the middle of a shard.
+    claims_dir = write_fault_claim(tmp_path, "test-fault-term", configs=4, replicates=8, shard_size=2, sleep=0.5)
+    db = tmp_path / "term.db"
+    proc = _cli("run", str(claims_dir), "--db", str(db), "--workers", "2", cwd=tmp_path)
+    deadline = time.monotonic() + 300  # spawned workers import torch: slow on a loaded machine
+    while (len(_children(proc.pid)) < 2 or _stored(db) < 1) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    assert proc.poll() is None and workers, "no worker processes seen"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "--resume" in err
+    deadline = time.monotonic() + 10
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _running(w)], "worker processes left running"
+    done = _cli_done("run", str(claims_dir), "--db", str(db), "--resume", "--workers", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _stored(db) == 16

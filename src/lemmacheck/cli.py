@@ -11,10 +11,13 @@ import inspect
 import json
 import os
 import re
+import signal
 import sqlite3
 import sys
+import threading
 import traceback
 from pathlib import Path
+from typing import Any
 
 from .errors import LemmacheckError
 from .registry import INPUTS, NETWORKS, QUANTITIES, describe
@@ -687,7 +690,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # `kill` stops a run as Ctrl-C does: shards stored so far kept, workers ended
+
+
 def main(argv: list[str] | None = None) -> int:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     a = parser().parse_args(argv)
     try:
         rc = a.fn(a)

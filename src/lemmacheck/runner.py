@@ -168,6 +168,18 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
         refill(window - len(inflight))
 
 
+def _stop(ex: Executor) -> None:
+    """End an interrupted run's own pool: queued work cancelled, and its worker processes terminated, since a worker
+    in the middle of a shard or a hunt would otherwise run on, orphaned, after the run has stopped (nothing it
+    computes could be stored)."""
+    workers = list((getattr(ex, "_processes", None) or {}).values())
+    if hasattr(ex, "shutdown"):
+        ex.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        if proc.is_alive():
+            proc.terminate()
+
+
 def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
     return ShardTask(str(claim.source), p.definition or claim.snapshot, claim.id, j, k, p.params,
                      shard_seed(p.seed, k), p.shard_replicates(k))
@@ -386,8 +398,8 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             _drain(pool, waves, store, run_id, progress, planner.hunt_returned)
             waves = []
     except BaseException:
-        if own and hasattr(pool.ex, "shutdown"):
-            pool.ex.shutdown(wait=False, cancel_futures=True)
+        if own:
+            _stop(pool.ex)
         raise
     if own:
         pool.ex.shutdown(wait=True)
