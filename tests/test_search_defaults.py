@@ -307,3 +307,36 @@ def test_a_counterexample_hunted_in_a_run_is_replayed_on_its_siblings_in_that_ru
     replayed = [c for c in both[sibling.id].configs if c.pinned]
     assert both[sibling.id].verdict == "violated"
     assert replayed and all(c.pinned["points"] in hunted for c in replayed)
+
+
+def test_a_hunt_that_raises_never_sinks_the_run_and_resume_hunts_again(tmp_path, monkeypatch):
+    # A bug in a hunt (here: the hunt itself raising) is recorded with its traceback; the claim runs its profile
+    # unhunted, flagged, and the other claims are unaffected. After the fix, --resume plans and hunts it afresh.
+    from lemmacheck import corpus
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    claims, _ = load_claims([PLANTED2])
+    claim = next(c for c in claims if c.id.endswith("/symmetric"))
+    other = next(c for c in claims if c.id.endswith("/pair-sum"))
+    real = corpus.hunt_outcome
+
+    def buggy(c, *a, **k):
+        if c.id == claim.id:
+            raise ValueError("planted hunt bug")
+        return real(c, *a, **k)
+
+    monkeypatch.setattr(corpus, "hunt_outcome", buggy)
+    store = Store(tmp_path / "r.db")
+    rid = run_claims([claim, other], store, profile="full", seed=0)
+    res = {r.claim.id: r for r in evaluate(store, rid, [claim, other])}
+    assert "planted hunt bug" in res[claim.id].hunt_error and "hunt-error" in res[claim.id].flags
+    assert not any(c.pinned for c in res[claim.id].configs)  # planned without its hunt
+    assert res[other.id].hunt_error is None and res[other.id].verdict == "holds"
+    assert store.hunt_errors(rid) == [claim.id]
+
+    monkeypatch.setattr(corpus, "hunt_outcome", real)  # the fix
+    assert run_claims([claim, other], store, profile="full", seed=0, resume=True) == rid
+    res = {r.claim.id: r for r in evaluate(store, rid, [claim, other])}
+    assert res[claim.id].hunt_error is None and res[claim.id].verdict == "violated"
+    assert any(c.pinned for c in res[claim.id].configs)

@@ -296,8 +296,12 @@ def _report_bugs(results, a: argparse.Namespace) -> int:
     from .shards import BUG_MARK, is_bug
 
     hits = [(r.claim.id, c.params, e) for r in results for c in r.configs for e in c.errors[:1] if is_bug(e)]
+    hunts = [(r.claim.id, r.hunt_error) for r in results if getattr(r, "hunt_error", None)]
+    for cid, tb in hunts:
+        _err(f"\nhunt bug: {cid}'s hunt raised (the claim ran its profile without it; --resume hunts again after a "
+             f"fix):\n    " + tb.rstrip().replace("\n", "\n    "))
     if not hits:
-        return 0
+        return len(hunts)
     _err(f"\nestimator bugs: {len(hits)} configuration(s) raised an unexpected exception (recorded as their "
          "error; those claims read inconclusive):")
     shown: set[str] = set()
@@ -310,7 +314,7 @@ def _report_bugs(results, a: argparse.Namespace) -> int:
             _err("    " + tb.rstrip().replace("\n", "\n    "))
     _err("fix the estimator, then rerun the same command with --resume: only those shards are drawn again "
          "(same seeds); the run exits 70 until then")
-    return len(hits)
+    return len(hits) + len(hunts)
 
 
 def _repro_params(claim, text: str) -> dict[str, float]:

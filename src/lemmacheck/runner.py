@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import platform
+import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from pathlib import Path
@@ -135,6 +136,16 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
             try:
                 rec = fut.result()
             except BaseException as exc:
+                if isinstance(task, HuntTask) and isinstance(exc, Exception) and not _worker_died(exc):
+                    # a hunt that raised (a bug) never sinks the run: the claim runs its profile unhunted, the
+                    # traceback is recorded, and the run exits 70 naming it (--resume hunts again)
+                    assert hunted is not None
+                    more = hunted(task, ([], [], None, 0.0, "".join(traceback.format_exception(exc))))
+                    pending.extend(more)
+                    if progress is not None:
+                        progress.planned(more)
+                        progress.hunt_done(task)
+                    continue
                 if not _worker_died(exc):
                     raise
                 key = (task.claim_id, -1, -1) if isinstance(task, HuntTask) else (
@@ -437,11 +448,14 @@ class _Planner:
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
 
-    def hunt_returned(self, task: HuntTask, returned: tuple[list, list, dict | None, float]) -> list[ShardTask]:
-        outcome, cells, counterexample, self.hunt_cost[task.claim_id] = returned
+    def hunt_returned(self, task: HuntTask, returned: tuple) -> list[ShardTask]:
+        """run_hunt_task's (configs, probe cells, counterexample, seconds), with an error text after them when
+        the hunt raised."""
+        outcome, cells, counterexample, self.hunt_cost[task.claim_id], *error = returned
         claim = self.by_id[task.claim_id]
         tasks = self.admit(claim, plan(claim, self.profile, self.seed, hunted=outcome))
-        self.store.record_probes(self.run_id, claim.id, cells, self.hunt_cost[task.claim_id])
+        self.store.record_probes(self.run_id, claim.id, cells, self.hunt_cost[task.claim_id],
+                                 error[0] if error else None)
         if counterexample is not None:
             tasks += self._replay(claim, counterexample)
         return tasks
@@ -527,6 +541,9 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             samples.append(sample)
         res = claim_result(claim, cfgs, samples, profile=profile)
         res.probes = store.probes(run_id, claim.id)  # where the hunt reached: coverage, never the verdict
+        res.hunt_error = store.hunt_error(run_id, claim.id)
+        if res.hunt_error:
+            res.flags.append("hunt-error")  # its domain was searched less than planned: a bug to fix, then --resume
         results.append(res)
     return results
 

@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS probes (
     claim_id    TEXT NOT NULL,
     cells       TEXT NOT NULL,   -- JSON list: where a hunt's probes landed (corpus.probe_cells), for coverage
     seconds     REAL NOT NULL,   -- the hunt's CPU seconds
+    error       TEXT,            -- the hunt's unexpected exception with its traceback, if it raised
     PRIMARY KEY (run_id, claim_id)
 );
 """
@@ -121,6 +122,8 @@ class Store:
             self.db.executescript(SCHEMA)
             if "pinned" not in self._config_columns():  # a store written before configurations recorded it
                 self.db.execute("ALTER TABLE configs ADD COLUMN pinned TEXT")
+            if "error" not in {r[1] for r in self.db.execute("PRAGMA table_info(probes)")}:
+                self.db.execute("ALTER TABLE probes ADD COLUMN error TEXT")
             if self.db.execute("PRAGMA application_id").fetchone()[0] == 0:
                 self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         except sqlite3.DatabaseError as exc:
@@ -210,7 +213,7 @@ class Store:
         """The newest finished run with this seed, profile and paths if it has shards that recorded an error (what
         `run --resume` redoes after a fix), else None."""
         latest = self.find_latest(seed, profile, paths)
-        if latest is None or not self.error_shards(latest):
+        if latest is None or not (self.error_shards(latest) or self.hunt_errors(latest)):
             return None
         return latest
 
@@ -218,12 +221,20 @@ class Store:
         return int(self.db.execute("SELECT count(*) FROM shards WHERE run_id=? AND error IS NOT NULL",
                                    (run_id,)).fetchone()[0])
 
+    def hunt_errors(self, run_id: int) -> list[str]:
+        """Claims whose hunt raised in this run (what `run --resume` plans and hunts again after a fix)."""
+        return [r[0] for r in self.db.execute("SELECT claim_id FROM probes WHERE run_id=? AND error IS NOT NULL "
+                                              "ORDER BY claim_id", (run_id,))]
+
     def forget_error_shards(self, run_id: int) -> int:
         """Drop a run's shards that recorded an error (all at once), so that they are drawn again; their count."""
         n = self.error_shards(run_id)
         if n:
             self._tx([("DELETE FROM shards WHERE run_id=? AND error IS NOT NULL", (run_id,)),
                       ("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+        for claim_id in self.hunt_errors(run_id):  # planned without its hunt: planned (and hunted) afresh
+            self.forget_claim(run_id, claim_id)
+            self._tx([("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
         return n
 
     def reopen_run(self, run_id: int, note: tuple[str, str] | None = None) -> None:
@@ -297,9 +308,18 @@ class Store:
                            pinned)))
         self._tx(stmts)
 
-    def record_probes(self, run_id: int, claim_id: str, cells: list[dict[str, Any]], seconds: float) -> None:
-        """Where a claim's hunt probed (written once, with the plan the hunt gave)."""
-        self._tx([("INSERT OR IGNORE INTO probes VALUES (?,?,?,?)", (run_id, claim_id, json.dumps(cells), seconds))])
+    def record_probes(self, run_id: int, claim_id: str, cells: list[dict[str, Any]], seconds: float,
+                      error: str | None = None) -> None:
+        """Where a claim's hunt probed (written once, with the plan the hunt gave), or the exception it raised."""
+        self._tx([("INSERT OR IGNORE INTO probes (run_id, claim_id, cells, seconds, error) VALUES (?,?,?,?,?)",
+                   (run_id, claim_id, json.dumps(cells), seconds, error))])
+
+    def hunt_error(self, run_id: int, claim_id: str) -> str | None:
+        """The exception the claim's hunt raised in this run (its traceback), else None."""
+        if "probes" not in {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+            return None
+        row = self.db.execute("SELECT error FROM probes WHERE run_id=? AND claim_id=?", (run_id, claim_id)).fetchone()
+        return row[0] if row else None
 
     def probes(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
         """The hunt's probe cells for the claim ([] when it did not hunt, or a store from before probes were kept)."""

@@ -97,6 +97,7 @@ class ClaimResult:
     profile: str = "quick"  # the profile whose draws these are: it decides the expected verdict
     regime_path: dict[str, Any] | None = None  # regime_trend along the claim's declared path (None: none declared)
     probes: list[dict[str, Any]] = field(default_factory=list)  # where its hunt probed (corpus.probe_cells)
+    hunt_error: str | None = None  # the exception its hunt raised (a bug), with its traceback
 
     @property
     def expect(self) -> str:
