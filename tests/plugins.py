@@ -14,3 +14,13 @@ def paper(key: str) -> ModuleType:
     if module is None:
         raise LookupError(f"claims/{key} has no extension")
     return module
+
+
+def cli_json(argv: list[str], capsys) -> dict:
+    """Run `lemmacheck ARGV` in-process (argv ending in `--json -`) and parse what it printed on stdout."""
+    import json
+
+    from lemmacheck.cli import main
+
+    main(argv)
+    return json.loads(capsys.readouterr().out)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from plugins import cli_json
 
 from lemmacheck.claims import load_claims, load_extension, parse_claim
 from lemmacheck.errors import ClaimError
@@ -232,30 +233,23 @@ def test_the_shrunk_counterexample_is_the_simplest_failing_member(p3):
                          functions={"activation": m.to_json()}).significant
 
 
-def _cli_json(argv, capsys) -> dict:
-    from lemmacheck.cli import main
-
-    main(argv)
-    return json.loads(capsys.readouterr().out)
-
-
 def test_reproduce_line_replays_the_hunted_member(p3, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).parent.parent)
     src = str(PLANTED3 / "gain.toml")
-    doc = _cli_json(["run", src, "--profile", "full", "--db", str(tmp_path / "r.db"), "--json", "-", "-q"], capsys)
+    doc = cli_json(["run", src, "--profile", "full", "--db", str(tmp_path / "r.db"), "--json", "-", "-q"], capsys)
     res = doc["claims"][0]
     assert res["verdict"] == "violated"
     worst = next(c for c in res["configs"] if c["violations"])
     assert "activation" in worst["pinned"]  # the run's JSON names the member
     line = res["repro"]
     assert "--pinned" in line and '"activation"' in line
-    again = _cli_json(shlex.split(line)[1:] + ["--json"], capsys)
+    again = cli_json(shlex.split(line)[1:] + ["--json"], capsys)
     assert again["verdict"] == "violated" and again["configs"][0]["violations"] == worst["violations"]
     # the same line without the member (the dataset kept) reads holds: the member is what refutes
     pins = json.loads(shlex.split(line)[shlex.split(line).index("--pinned") + 1])
     pins.pop("activation")
     argv = shlex.split(line.split(" --pinned ")[0])[1:] + ["--claims", str(PLANTED3), "--json"]
-    assert _cli_json(argv + (["--pinned", json.dumps(pins)] if pins else []), capsys)["verdict"] == "holds"
+    assert cli_json(argv + (["--pinned", json.dumps(pins)] if pins else []), capsys)["verdict"] == "holds"
 
 
 def test_repro_refuses_a_member_outside_the_class(p3, capsys):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from plugins import cli_json
 
 from lemmacheck.claims import load_claims, load_extension, parse_claim
 from lemmacheck.hunt import hunt
@@ -53,19 +54,12 @@ def test_hunt_finds_the_real_violation_behind_rounding_noise(p2, seed):
     assert ce is not None and ce.significant and ce.points is not None and _has_antipodal_pair(ce.points)
 
 
-def _cli_json(argv, capsys) -> dict:
-    from lemmacheck.cli import main
-
-    main(argv)
-    return json.loads(capsys.readouterr().out)
-
-
 def test_reproduce_line_of_a_hunted_violation_replays_it(p2, tmp_path, capsys, monkeypatch):
     # The full profile's hunt finds a symmetric set (n even, outside the grid's odd n); the run's reproduce line
     # must carry that dataset, and `lemmacheck repro` must read violated from it alone.
     monkeypatch.chdir(Path(__file__).parent.parent)
     src = str(PLANTED2 / "symmetric.toml")
-    doc = _cli_json(["run", src, "--profile", "full", "--db", str(tmp_path / "r.db"), "--json", "-", "-q"], capsys)
+    doc = cli_json(["run", src, "--profile", "full", "--db", str(tmp_path / "r.db"), "--json", "-", "-q"], capsys)
     res = doc["claims"][0]
     assert res["verdict"] == "violated"
     worst = next(c for c in res["configs"] if c["violations"])
@@ -73,11 +67,11 @@ def test_reproduce_line_of_a_hunted_violation_replays_it(p2, tmp_path, capsys, m
     line = res["repro"]
     assert "--pinned" in line
     argv = shlex.split(line)[1:] + ["--json"]
-    again = _cli_json(argv, capsys)
+    again = cli_json(argv, capsys)
     assert again["verdict"] == "violated" and again["configs"][0]["violations"] == worst["violations"]
     # without the dataset the same seed reads holds: the dataset is what refutes
     argv = shlex.split(line.split(" --pinned ")[0])[1:] + ["--claims", str(PLANTED2), "--json"]
-    assert _cli_json(argv, capsys)["verdict"] == "holds"
+    assert cli_json(argv, capsys)["verdict"] == "holds"
 
 
 def test_repro_refuses_a_malformed_pinned_dataset(p2, capsys):
