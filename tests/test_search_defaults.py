@@ -334,3 +334,18 @@ def test_a_hunt_that_raises_never_sinks_the_run_and_resume_hunts_again(tmp_path,
     res = {r.claim.id: r for r in evaluate(store, rid, [claim, other])}
     assert res[claim.id].hunt_error is None and res[claim.id].verdict == "violated"
     assert any(c.pinned for c in res[claim.id].configs)
+
+
+def test_a_default_hunt_never_probes_a_case_dearer_than_the_profile_runs(p2):
+    # Each integer parameter is capped at the profile's largest value, and a case whose parameters combine into a
+    # larger size (their product) than any configuration of the profile is skipped: a hunt cannot cost more per
+    # probe than the claim's own largest configuration.
+    from lemmacheck.hunt import size
+
+    claim = p2["symmetric"]
+    sizes = [size(claim, c) for c in claim.profiles["full"].configs]
+    cap = min(sizes)  # tighter than the profile's own, so the rule has to bite
+    res = hunt(claim, examples=12, seed=0, max_size=cap)
+    assert res.probes and all(size(claim, p.params) <= cap for p in res.probes)
+    free = hunt(claim, examples=12, seed=0)
+    assert any(size(claim, p.params) > cap for p in free.probes)

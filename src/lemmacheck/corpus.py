@@ -231,12 +231,13 @@ def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_
     """`hunted`'s configurations, the cells its probes reached (probe_cells), which the run records for the
     coverage table (a probe's few draws are evidence of reach, never part of a verdict), and its counterexample
     (Probe.to_json, None without one), which the run replays on the claims that share the setting (replay_on)."""
-    from .hunt import hunt
+    from .hunt import hunt, size
 
     target = affordable(claim, profile) if profile else claim
     stratified = examples  # the even sweep weighs as much as Hypothesis's targeted search
+    cfgs = claim.profiles[profile].configs if profile and profile in claim.profiles else ()
     res = hunt(target, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples + stratified,
-               stratified=stratified)
+               stratified=stratified, max_size=max((size(claim, c) for c in cfgs), default=None))
     cells = probe_cells(res.probes)
     ce = res.counterexample.to_json() if res.counterexample is not None else None
     best = res.counterexample or res.worst()

@@ -272,14 +272,17 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
 def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0, in_regime_only: bool = False,
          data: bool | None = None, labels: bool | None = None, search: str | None = None, confirm: int = 400,
          adversary_steps: int = 0, max_probes: int | None = None, progress: Any = None,
-         stratified: int | None = None, domain: dict[str, list[float]] | None = None) -> HuntResult:
+         stratified: int | None = None, domain: dict[str, list[float]] | None = None,
+         max_size: float | None = None) -> HuntResult:
     """Search the claim's parameters and (data/labels: None = whatever its quantity draws) datasets and labels;
     a perturbation-searching claim is hunted with the stronger search (ESCALATE) unless `search` is given.
     Probabilistic claims confirm a case with k > 0 on `confirm` replicates before calling it broken.
     When Hypothesis finds nothing, `stratified` more cases (default examples // 2) sweep the domain evenly
     (strategies.strata: every parameter's edge values, every dataset family, every label family, each used about
     equally often, so no first-listed geometry or smallest n dominates), and a violation they find is shrunk
-    greedily (strategies.smaller_cases). `domain` replaces the per-parameter values of that sweep.
+    greedily (strategies.smaller_cases). `domain` replaces the per-parameter values of that sweep. `max_size`
+    skips cases whose integer parameters' product exceeds it (each parameter within its range can still combine
+    into a case far dearer than any the claim's profile runs).
     max_probes bounds the work (default 4 x examples + stratified): past it Hypothesis sees passing cases only.
     `progress` (progress.Progress) advances once per case probed."""
     from hypothesis import HealthCheck, Phase, assume, given, settings, target
@@ -314,7 +317,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     def run_case(case) -> Probe | None:
         key = case.key()
         if key not in seen:
-            if len(seen) >= budget:
+            if len(seen) >= budget or (max_size is not None and size(claim, case.params) > max_size):
                 return None
             try:
                 p = probe(claim, case.params, seed, replicates, points=case.points, labels=case.labels,
@@ -420,6 +423,11 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
             result.notes.append(f"out of regime; along {per['param']} = "
                                 f"{[r['level'] for r in per['levels']]} the violation {what[per['trend']]}")
     return result
+
+
+def size(claim: Claim, params: dict[str, float]) -> float:
+    """The product of a configuration's integer parameters (widths, depths, n, d): the scale of its cost."""
+    return math.prod(float(params.get(k, p.default) or 1) for k, p in claim.params.items() if p.integer)
 
 
 def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None = None,

@@ -154,7 +154,10 @@ def _nearly_collinear(gen, R, n, d, sep, dtype):
         return _embed(gen, R, Y, d)
     t = chord_angle(sep) if sep > 0 else 1e-3
     dirs = 2 * (d - 1)
-    Y = torch.zeros(n, d, dtype=dtype)
+    # only c and the first ceil(min(n, dirs) / 2) orthogonal directions carry points: the configuration lives in
+    # that many dimensions, and a random frame of all d columns would cost a d x d QR (hours at d = 16384)
+    k = 1 + (min(n, dirs) + 1) // 2
+    Y = torch.zeros(n, k, dtype=dtype)
     for i in range(n):
         ring, j = divmod(i, dirs)
         ang = (ring + 1) * t
