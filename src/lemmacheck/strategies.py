@@ -254,6 +254,19 @@ def domain_values(p: Param) -> list[float]:
     return [lo, mid, hi] if lo != hi else [lo]
 
 
+SMALL_N = 10  # the smallest dataset sizes a sweep covers whole: odd and even, n = 2 mod 4 and 0 mod 4 alike
+
+
+def dataset_sizes(p: Param) -> list[float]:
+    """The values of a dataset-size parameter n a stratified sweep covers: domain_values plus every n among the
+    SMALL_N smallest, where degenerate sets live (a regular polygon with alternating signs needs n = 2 mod 4, a set
+    closed under x -> -x an even n)."""
+    values = domain_values(p)
+    if p.values is None and p.integer and p.low is not None and p.high is not None:
+        values = sorted(set(values) | set(range(int(p.low), min(int(p.high), int(p.low) + SMALL_N - 1) + 1)))
+    return values
+
+
 def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
            domain: dict[str, list[float]] | None = None, coefficients: bool = False,
            functions: tuple[str, ...] = ()) -> list[Case]:
@@ -270,6 +283,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     has_data = data and dataset_shape(claim, default) is not None
     if has_data:
         dims["__geometry"] = [*GEOMETRY_ORDER, "integer"]
+        n_name = (claim.inputs or {}).get("n")
+        if domain is None and isinstance(n_name, str) and n_name in claim.params:
+            dims[n_name] = dataset_sizes(claim.params[n_name])
     if labels:
         dims["__labels"] = ["pattern", *[f for f in LABELS if f != "rademacher"]]
     if coefficients:
