@@ -24,3 +24,27 @@ def cli_json(argv: list[str], capsys) -> dict:
 
     main(argv)
     return json.loads(capsys.readouterr().out)
+
+
+def planted_copies(folder: Path, tmp_path_factory) -> dict:
+    """A planted test-only paper's claims keyed by their last id part: its extension registered once from its own
+    folder, the claim files copied to a tmp folder (so nothing a run writes lands in the repository)."""
+    import shutil
+
+    from lemmacheck.claims import load_claims
+
+    load_extension(folder)
+    copy = tmp_path_factory.mktemp("claims") / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    claims, errors = load_claims([copy])
+    assert not errors
+    return {c.id.split("/")[-1]: c for c in claims}
+
+
+def full_result(claim, seed: int):
+    """The claim's full profile (default hunt included) at `seed`, in an in-memory store: its ClaimResult."""
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    store = Store(":memory:")
+    return evaluate(store, run_claims([claim], store, profile="full", seed=seed), [claim])[0]

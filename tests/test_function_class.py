@@ -11,14 +11,13 @@ import copy
 import json
 import math
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from plugins import cli_json
+from plugins import cli_json, full_result, planted_copies
 
-from lemmacheck.claims import load_claims, load_extension, parse_claim
+from lemmacheck.claims import parse_claim
 from lemmacheck.errors import ClaimError
 from lemmacheck.functions import BASES, CLASSES, Member, members, parse_member, resolve
 from lemmacheck.hunt import hunt, probe
@@ -28,20 +27,7 @@ PLANTED3 = Path(__file__).parent / "planted_search3"
 
 @pytest.fixture(scope="module")
 def p3(tmp_path_factory):
-    load_extension(PLANTED3)  # registered once, from its one path; the copies below are claim files only
-    folder = tmp_path_factory.mktemp("claims") / "planted3"
-    shutil.copytree(PLANTED3, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    claims, errors = load_claims([folder])
-    assert not errors
-    return {c.id.split("/")[-1]: c for c in claims}
-
-
-def _full(claim, seed):
-    from lemmacheck.runner import evaluate, run_claims
-    from lemmacheck.store import Store
-
-    store = Store(":memory:")
-    return evaluate(store, run_claims([claim], store, profile="full", seed=seed), [claim])[0]
+    return planted_copies(PLANTED3, tmp_path_factory)
 
 
 def _default(claim):
@@ -159,8 +145,8 @@ def test_full_profile_finds_the_claim_false_only_for_a_non_default_member(p3, se
     assert "hunt" not in claim.raw["profiles"]["full"]
     grid_only = copy.deepcopy(claim.raw)
     grid_only["profiles"]["full"]["hunt"] = 0
-    assert _full(parse_claim(grid_only, claim.source), seed).verdict == "holds"  # the default member holds
-    res = _full(claim, seed)
+    assert full_result(parse_claim(grid_only, claim.source), seed).verdict == "holds"  # the default member holds
+    res = full_result(claim, seed)
     assert res.verdict == "violated"
     bad = [c for c in res.configs if c.violations]
     assert bad
@@ -176,8 +162,8 @@ def test_losses_are_a_function_class_too(p3, seed):
     assert resolve(claim.inputs["loss"]).name == "softplus(-x)"
     grid_only = copy.deepcopy(claim.raw)
     grid_only["profiles"]["full"]["hunt"] = 0
-    assert _full(parse_claim(grid_only, claim.source), seed).verdict == "holds"
-    res = _full(claim, seed)
+    assert full_result(parse_claim(grid_only, claim.source), seed).verdict == "holds"
+    res = full_result(claim, seed)
     assert res.verdict == "violated"
     bad = [c for c in res.configs if c.violations]
     assert bad and all(parse_member(c.pinned["loss"]).range[0] < 0 for c in bad)  # an admitted member below 0
@@ -188,7 +174,7 @@ def test_losses_are_a_function_class_too(p3, seed):
 def test_true_controls_over_the_class_are_never_flagged(p3, name, seed):
     # gain-at-zero: the same statement over the class with phi(0) = 0 declared (tight: the linear member attains
     # the bound); descent: the descent lemma, tight on the Huberised ReLU's quadratic piece
-    res = _full(p3[name], seed)
+    res = full_result(p3[name], seed)
     assert res.verdict == "holds"
     assert any(c.pinned and "activation" in c.pinned for c in res.configs)  # the hunt's worst member ran too
 

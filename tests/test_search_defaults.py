@@ -9,14 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from plugins import cli_json
+from plugins import cli_json, full_result, planted_copies
 
-from lemmacheck.claims import load_claims, load_extension, parse_claim
+from lemmacheck.claims import load_claims, parse_claim
 from lemmacheck.hunt import hunt
 
 PLANTED2 = Path(__file__).parent / "planted_search2"
@@ -24,12 +23,7 @@ PLANTED2 = Path(__file__).parent / "planted_search2"
 
 @pytest.fixture(scope="module")
 def p2(tmp_path_factory):
-    load_extension(PLANTED2)  # registered once, from its one path; the copies below are claim files only
-    folder = tmp_path_factory.mktemp("claims") / "planted2"
-    shutil.copytree(PLANTED2, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    claims, errors = load_claims([folder])
-    assert not errors
-    return {c.id.split("/")[-1]: c for c in claims}
+    return planted_copies(PLANTED2, tmp_path_factory)
 
 
 def _has_antipodal_pair(points) -> bool:
@@ -137,20 +131,12 @@ def test_unknown_premise_is_a_clear_error(p2):
         parse_claim(raw, p2["pair-sum"].source)
 
 
-def _full(claim, seed):
-    from lemmacheck.runner import evaluate, run_claims
-    from lemmacheck.store import Store
-
-    store = Store(":memory:")
-    return evaluate(store, run_claims([claim], store, profile="full", seed=seed), [claim])[0]
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_full_profile_hunts_by_default_and_finds_a_symmetric_set_off_the_grid(p2, seed):
     claim = p2["symmetric"]  # false only on sets closed under x -> -x; the full grid has odd n only
     assert "hunt" not in claim.raw["profiles"]["full"]
     assert all(cfg["n"] % 2 for cfg in claim.profiles["full"].configs)
-    res = _full(claim, seed)
+    res = full_result(claim, seed)
     assert res.verdict == "violated"
     bad = [c for c in res.configs if c.violations]
     assert bad and all(c.pinned and c.params["n"] % 2 == 0 for c in bad)  # found by the hunt, replayed pinned
@@ -160,7 +146,7 @@ def test_full_profile_hunts_by_default_and_finds_a_symmetric_set_off_the_grid(p2
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_true_controls_are_never_flagged_by_the_full_profile(p2, name, seed):
     # rounding-identity is tight (every draw at the bound within rounding); pair-sum is true under its premise
-    assert _full(p2[name], seed).verdict == "holds"
+    assert full_result(p2[name], seed).verdict == "holds"
 
 
 def test_default_hunt_budget_scales_with_the_profile():
@@ -180,8 +166,8 @@ def test_full_profile_finds_what_the_grid_and_default_draws_miss(p2, name, seed)
     claim = p2[name]
     grid_only = copy.deepcopy(claim.raw)
     grid_only["profiles"]["full"]["hunt"] = 0
-    assert _full(parse_claim(grid_only, claim.source), seed).verdict == "holds"
-    res = _full(claim, seed)
+    assert full_result(parse_claim(grid_only, claim.source), seed).verdict == "holds"
+    res = full_result(claim, seed)
     assert res.verdict == "violated"
     bad = [c for c in res.configs if c.violations]
     assert bad and all(c.pinned or name == "step-edge" for c in bad)
@@ -238,7 +224,7 @@ def test_out_of_regime_violation_is_measured_along_the_width(p2, seed):
     assert small.significant
     assert persistence(fading, small, seed)["trend"] == "fades"
     # the full profile finds it too (its default hunt), flagged out of regime, the dataset pinned for repro
-    run = _full(claim, seed)
+    run = full_result(claim, seed)
     bad = [c for c in run.configs if c.violations]
     assert bad and all(c.pinned and not c.in_regime for c in bad)
     assert "violated-out-of-regime" in run.flags or "out-of-regime" in run.flags
