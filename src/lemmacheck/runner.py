@@ -108,7 +108,7 @@ class _Pool:
 
 
 def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id: int, progress: Any = None,
-           hunted: Callable[[HuntTask, list], list[ShardTask]] | None = None) -> None:
+           hunted: Callable[[HuntTask, tuple], list[ShardTask]] | None = None) -> None:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
     loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
     fresh pool: only completed shards are written, each once (the store's key refuses a second row). A HuntTask's
@@ -127,6 +127,14 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
             t = retry.pop(0) if retry else pending.popleft()
             inflight[pool.ex.submit(run_hunt_task if isinstance(t, HuntTask) else execute_shard, t)] = t
 
+    def hunt_done(task: HuntTask, returned: tuple) -> None:
+        assert hunted is not None
+        more = hunted(task, returned)  # the claim's shards, queued after the rest
+        pending.extend(more)
+        if progress is not None:
+            progress.planned(more)
+            progress.hunt_done(task)
+
     refill(window)
     while inflight:
         done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
@@ -139,12 +147,7 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
                 if isinstance(task, HuntTask) and isinstance(exc, Exception) and not _worker_died(exc):
                     # a hunt that raised (a bug) never sinks the run: the claim runs its profile unhunted, the
                     # traceback is recorded, and the run exits 70 naming it (--resume hunts again)
-                    assert hunted is not None
-                    more = hunted(task, ([], [], None, 0.0, "".join(traceback.format_exception(exc))))
-                    pending.extend(more)
-                    if progress is not None:
-                        progress.planned(more)
-                        progress.hunt_done(task)
+                    hunt_done(task, ([], [], None, 0.0, "".join(traceback.format_exception(exc))))
                     continue
                 if not _worker_died(exc):
                     raise
@@ -161,12 +164,7 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
                 broken = broken or isinstance(exc, cf.BrokenExecutor)
                 continue
             if isinstance(task, HuntTask):
-                assert hunted is not None
-                more = hunted(task, rec)
-                pending.extend(more)
-                if progress is not None:
-                    progress.planned(more)
-                    progress.hunt_done(task)
+                hunt_done(task, rec)
                 continue
             store.write_shard(run_id, rec)
             if progress is not None:

@@ -148,6 +148,10 @@ class Store:
             raise StoreError(f"{self.path}: the results store is damaged ({'; '.join(problems)}): restore it from "
                              "a copy, or start a new one with another --db")
 
+    def _has_probes(self) -> bool:
+        """A read-only store written before hunts recorded their probes has no such table."""
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='probes'").fetchone() is not None
+
     def _config_columns(self) -> set[str]:
         return {r[1] for r in self.db.execute("PRAGMA table_info(configs)")}
 
@@ -223,18 +227,19 @@ class Store:
 
     def hunt_errors(self, run_id: int) -> list[str]:
         """Claims whose hunt raised in this run (what `run --resume` plans and hunts again after a fix)."""
+        if not self._has_probes():
+            return []
         return [r[0] for r in self.db.execute("SELECT claim_id FROM probes WHERE run_id=? AND error IS NOT NULL "
                                               "ORDER BY claim_id", (run_id,))]
 
     def forget_error_shards(self, run_id: int) -> int:
         """Drop a run's shards that recorded an error (all at once), so that they are drawn again; their count."""
         n = self.error_shards(run_id)
-        if n:
-            self._tx([("DELETE FROM shards WHERE run_id=? AND error IS NOT NULL", (run_id,)),
-                      ("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+        stmts = [("DELETE FROM shards WHERE run_id=? AND error IS NOT NULL", (run_id,))] if n else []
         for claim_id in self.hunt_errors(run_id):  # planned without its hunt: planned (and hunted) afresh
-            self.forget_claim(run_id, claim_id)
-            self._tx([("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
+            stmts += self._forget_statements(run_id, claim_id)
+        if stmts:
+            self._tx([*stmts, ("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))])
         return n
 
     def reopen_run(self, run_id: int, note: tuple[str, str] | None = None) -> None:
@@ -261,8 +266,11 @@ class Store:
 
     def forget_claim(self, run_id: int, claim_id: str) -> None:
         """Drop a claim's definition, plan and shards from a run, all or nothing."""
-        self._tx([(f"DELETE FROM {t} WHERE run_id=? AND claim_id=?", (run_id, claim_id))
-                  for t in ("shards", "configs", "probes", "claims")])
+        self._tx(self._forget_statements(run_id, claim_id))
+
+    def _forget_statements(self, run_id: int, claim_id: str) -> list[tuple[str, tuple]]:
+        return [(f"DELETE FROM {t} WHERE run_id=? AND claim_id=?", (run_id, claim_id))
+                for t in ("shards", "configs", "probes", "claims")]
 
     def finish_run(self, run_id: int) -> None:
         self._tx([("UPDATE runs SET finished=? WHERE run_id=?", (now(), run_id))])
@@ -316,14 +324,14 @@ class Store:
 
     def hunt_error(self, run_id: int, claim_id: str) -> str | None:
         """The exception the claim's hunt raised in this run (its traceback), else None."""
-        if "probes" not in {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        if not self._has_probes():
             return None
         row = self.db.execute("SELECT error FROM probes WHERE run_id=? AND claim_id=?", (run_id, claim_id)).fetchone()
         return row[0] if row else None
 
     def probes(self, run_id: int, claim_id: str) -> list[dict[str, Any]]:
         """The hunt's probe cells for the claim ([] when it did not hunt, or a store from before probes were kept)."""
-        if "probes" not in {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        if not self._has_probes():
             return []
         row = self.db.execute("SELECT cells FROM probes WHERE run_id=? AND claim_id=?", (run_id, claim_id)).fetchone()
         return json.loads(row[0]) if row else []
