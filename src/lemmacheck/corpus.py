@@ -16,6 +16,7 @@ from typing import Any
 
 from .claims import Claim
 from .hunt import Probe, pinned, probe
+from .inputs import closed_under_negation
 
 CORPUS_DIR = "corpus"
 
@@ -257,23 +258,13 @@ def probe_cells(probes: list[Probe]) -> list[dict[str, Any]]:
         if p.points is not None:
             cell["n"] = len(p.points)
             cell["geometry"] = p.geometry or "hunted"
-            cell["symmetric"] = _closed_under_negation(p.points)
+            cell["symmetric"] = closed_under_negation(p.points)
         if isinstance(p.coefficients, str):
             cell["coefficients"] = p.coefficients
         if p.functions:
             cell["functions"] = p.functions
         out.append(cell)
     return out
-
-
-def _closed_under_negation(points: list[list[float]]) -> bool:
-    import numpy as np
-
-    X = np.asarray(points, dtype=float)
-    if not len(X):
-        return False
-    d = np.abs(X[:, None, :] + X[None, :, :]).max(axis=2)  # |x_i + x_j|: 0 where x_j = -x_i
-    return bool((d.min(axis=1) <= 1e-9).all())
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 
 from .claims import Claim, edges
 from .expressions import parse
-from .inputs import GEOMETRIES, check_premises, meets_premises
+from .inputs import GEOMETRIES, check_premises, closed_under_negation, meets_premises
 from .registry import INPUTS
 
 INTEGER_RANGE_WHOLE = 8  # an integer n range with at most this many values is listed whole
@@ -103,16 +103,6 @@ def declared_geometries(claim: Claim) -> list[str]:
         if raw is inspect.Parameter.empty or not isinstance(raw, str):
             raw = "random"
     return [raw] if isinstance(raw, str) else [str(g) for g in raw]
-
-
-def _symmetric(points: list[list[float]]) -> bool:
-    """Whether the dataset is closed under x -> -x (every point's antipode is in it, within 1e-9)."""
-    if not points or len(points) % 2:
-        return False
-    for x in points:
-        if not any(max(abs(a + b) for a, b in zip(x, y)) <= 1e-9 for y in points):
-            return False
-    return True
 
 
 def _domain_n(claim: Claim, name: str) -> list[int]:
@@ -207,7 +197,7 @@ def _dataset_grid(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None,
         points = pinned.get("points")
         if points:
             n = len(points)
-            row = str(pinned.get("geometry") or (HUNTED_SYMMETRIC if _symmetric(points) else HUNTED))
+            row = str(pinned.get("geometry") or (HUNTED_SYMMETRIC if closed_under_negation(points) else HUNTED))
         else:
             v = _value(n_spec, _values(claim, c["params"]))
             if v is None:

@@ -44,6 +44,13 @@ def chord_angle(separation: float) -> float:
     return 2 * math.asin(min(max(separation, 0.0), 2.0) / 2)
 
 
+def closed_under_negation(points: list[list[float]]) -> bool:
+    """Whether a dataset is closed under x -> -x (every point's antipode is in it, within 1e-9)."""
+    if not points or len(points) % 2:
+        return False
+    return all(any(max(abs(a + b) for a, b in zip(x, y)) <= 1e-9 for y in points) for x in points)
+
+
 def random_frame(gen: torch.Generator, R: int, d: int, k: int, dtype: torch.dtype) -> torch.Tensor:
     """R random orthonormal k-frames of R^d, shape (R, d, k): the random subspace a low-dimensional
     configuration is placed in (Haar-distributed: QR of a Gaussian matrix with the signs of diag(R) fixed)."""
