@@ -18,6 +18,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
@@ -301,7 +302,13 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     else:
         pool = [{k: rng.choice(v) for k, v in dims.items()} for _ in range(4096)]
     rng.shuffle(pool)
-    used = {k: dict.fromkeys(map(repr, v), 0) for k, v in dims.items()}
+    # each cell as one column index per dimension (values compared by repr, so 1 and 1.0 stay one value), so that
+    # a pick is a vectorised argmin over the pool instead of a Python scan of every cell
+    codes = {k: {r: j for j, r in enumerate(dict.fromkeys(map(repr, v)))} for k, v in dims.items()}
+    index = np.array([[codes[k][repr(cell[k])] for k in names] for cell in pool], dtype=np.int64).reshape(len(pool),
+                                                                                                   len(names))
+    used = [np.zeros(len(codes[k]), dtype=np.int64) for k in names]
+    fcols = [j for j, k in enumerate(names) if k in fdims]
     # the ends of continuous ranges (a step size at its largest); integer ones (n, widths) are balanced only
     ends = {k: (min(v), max(v)) for k, v in dims.items()
             if not k.startswith("__") and not all(float(x).is_integer() for x in v)}
@@ -312,18 +319,24 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         return (sum(cell.get(k) in DEGENERATE for k in ("__geometry", "__labels", "__coefficients"))
                 + sum(cell[k] in ends[k] for k in ends))
 
+    deg = np.array([degenerate(cell) for cell in pool], dtype=np.int64)
+    alive = np.ones(len(pool), dtype=bool)
+    # lexicographic key (unprobed function members first, least-used values, most degenerate) as one integer: the
+    # first minimum is the cell the plain scan `min(pool, key=...)` picks
+    span = (len(pool) + 1) * max(1, len(names))
     out: list[Case] = []
-    while pool and len(out) < count:
-        # members of a function class not yet probed come first (each is probed once before any twice)
-        best = min(range(len(pool)), key=lambda i: (sum(used[k][repr(pool[i][k])] for k in names if k in fdims),
-                                                    sum(used[k][repr(pool[i][k])] for k in names),
-                                                    -degenerate(pool[i])))
-        cell = pool.pop(best)
+    while alive.any() and len(out) < count:
+        uses = np.stack([used[j][index[:, j]] for j in range(len(names))], axis=1) if names else index
+        fsum = uses[:, fcols].sum(axis=1) if fcols else np.zeros(len(pool), dtype=np.int64)
+        key = (fsum * span + uses.sum(axis=1)) * (len(names) + 4) + (len(names) + 3 - deg)
+        best = int(np.argmin(np.where(alive, key, np.iinfo(np.int64).max)))
+        alive[best] = False
+        cell = pool[best]
         case = _stratum_case(claim, cell, rng, labels, premises)
         if case is None:
             continue
-        for k in names:
-            used[k][repr(cell[k])] += 1
+        for j in range(len(names)):
+            used[j][index[best, j]] += 1
         out.append(case)
     return out
 
