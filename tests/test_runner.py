@@ -278,6 +278,44 @@ def test_early_stopping_decides_with_an_anytime_valid_interval(tmp_path):
     assert _stable(a) == _stable(b)
 
 
+def test_an_undecided_early_stopping_configuration_draws_its_next_shard_without_waiting_for_the_queue(tmp_path):
+    """A sequential configuration's next shard is queued first as soon as its last is stored: with one worker and
+    120 fixed-size shards of another claim queued, the undecided configuration (rate = delta) has drawn several
+    shards before the fixed claim's last one, where waves drew one shard per pass over the whole queue. Its draws
+    and verdict are those of a run with two workers (the decision reads only the stored prefix)."""
+    d = tmp_path / "claims" / "slow"
+    d.mkdir(parents=True)
+    own = "test-slow-uniform-chain"  # its own name: the registry refuses one quantity from two extension folders
+    (d / "extension.py").write_text(SLOW_EXTENSION.replace("test-slow-uniform", own))
+    (d / "uniform.toml").write_text(EARLY.replace("test-slow-uniform", own))
+    (d / "fixed.toml").write_text(SLOW_CLAIM.replace('"slow/fact-1/uniform"', '"slow/fact-2/fixed"')
+                                  .replace("sleep = 0.02", "sleep = 0.0").replace("Fact 1", "Fact 2")
+                                  .replace("test-slow-uniform", own))
+
+    class Order:
+        def __init__(self):
+            self.done = []
+
+        def planned(self, tasks):
+            pass
+
+        def hunt_done(self, task):
+            pass
+
+        def shard_done(self, task, rec):
+            self.done.append((task.claim_id, task.config_index, task.shard_index))
+
+    claims, errors = load_claims([d])
+    assert not errors
+    order, store = Order(), Store(tmp_path / "a.db")
+    run_claims(claims, store, paths=[str(d)], progress=order)
+    last_fixed = max(i for i, (cid, _, _) in enumerate(order.done) if cid == "slow/fact-2/fixed")
+    chain = [i for i, (cid, j, k) in enumerate(order.done) if cid == "slow/fact-1/uniform" and k >= 1]
+    assert len([i for i in chain if i < last_fixed]) >= 5
+    a = run_json(store.run_info(store.find_latest(0, "quick", [str(d)])), evaluate(store, 1, claims))
+    assert _stable(a) == _stable(_run([d], tmp_path / "b.db", workers=2))
+
+
 def test_early_stop_is_the_default_for_probabilistic_claims_and_a_claim_may_opt_out(tmp_path):
     d = tmp_path / "claims" / "slow"
     d.mkdir(parents=True)

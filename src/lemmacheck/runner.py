@@ -108,12 +108,14 @@ class _Pool:
 
 
 def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id: int, progress: Any = None,
-           hunted: Callable[[HuntTask, tuple], list[ShardTask]] | None = None) -> None:
+           hunted: Callable[[HuntTask, tuple], list[ShardTask]] | None = None,
+           followed: Callable[[ShardTask], ShardTask | None] | None = None) -> None:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
     loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
     fresh pool: only completed shards are written, each once (the store's key refuses a second row). A HuntTask's
     outcome (run_hunt_task's) goes to `hunted`, which plans its claim and returns that claim's shards to run
-    after the rest."""
+    after the rest. `followed` gives the shard that follows a stored one (an early-stopping configuration's next,
+    while undecided), run next: a chain of sequential shards never waits for the rest of the queue."""
     window = 1 if isinstance(pool.ex, InProcessExecutor) else 2 * max(1, getattr(pool.ex, "_max_workers", 1))
     pending = collections.deque(tasks)
     retry: list[ShardTask | HuntTask] = []
@@ -167,7 +169,11 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
                 hunt_done(task, rec)
                 continue
             store.write_shard(run_id, rec)
+            after = followed(task) if followed is not None else None
+            if after is not None:
+                pending.appendleft(after)
             if progress is not None:
+                progress.planned([after] if after is not None else [])  # before shard_done: the claim goes on
                 progress.shard_done(task, rec)
         if broken:
             # every other in-flight future of a broken pool fails too: collect them, then start a fresh pool
@@ -377,9 +383,10 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
             store.forget_error_shards(run_id)
     if run_id is None:
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
-    # Every shard of a fixed-size configuration goes into the first wave; an early-stopping configuration
-    # contributes one shard per wave, in index order, until its confidence sequence decides. The decision
-    # reads only that configuration's stored prefix of shards, so it is the same for any executor.
+    # Every shard of a fixed-size configuration is queued at once; an early-stopping configuration draws one shard
+    # at a time, in index order, the next queued first as soon as the last is stored, until its confidence
+    # sequence decides. The decision reads only that configuration's stored prefix of shards, so it is the same
+    # for any executor and any order of completion.
     # Hunts go to the pool first, beside the shards of claims that need none; a claim that hunts is planned (and
     # its plan recorded) when its hunt returns, and a resumed run reads that recorded plan instead of hunting again.
     planner = _Planner(store, run_id, claims, profile, seed)
@@ -393,18 +400,19 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         else:
             waves.extend(planner.admit(claim, [] if claim.mode == "infeasible"
                                        else recorded or plan(claim, profile, seed)))
-    waves = hunts + waves
     own = executor is None
     pool = _Pool(executor or make_executor(workers), (lambda: make_executor(workers)) if own else None)
     try:
         while True:
-            waves.extend(t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in planner.sequential)
-                         if t)
+            # hunts first (a claim's plan waits for its own), then the chains of sequential shards (each is a path
+            # of dependent shards, the longest in the run), then the fixed-size shards that fill in around them
+            chains = [t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in planner.sequential) if t]
+            waves, hunts = hunts + chains + waves, []
             if not waves:
                 break
             if progress is not None:
                 progress.planned(waves)
-            _drain(pool, waves, store, run_id, progress, planner.hunt_returned)
+            _drain(pool, waves, store, run_id, progress, planner.hunt_returned, planner.follow)
             waves = []
     except BaseException:
         if own:
@@ -425,7 +433,8 @@ class _Planner:
     def __init__(self, store: Store, run_id: int, claims: list[Claim], profile: str, seed: int):
         self.store, self.run_id, self.profile, self.seed = store, run_id, profile, seed
         self.by_id = {c.id: c for c in claims}
-        self.sequential: list[tuple[Claim, int, ConfigPlan]] = []  # early-stopping configurations, drawn in waves
+        self.sequential: list[tuple[Claim, int, ConfigPlan]] = []  # early-stopping configurations, one shard at a time
+        self._chains: dict[tuple[str, int], tuple[Claim, int, ConfigPlan]] = {}
         self.plans: dict[str, list[ConfigPlan]] = {}  # admitted claims' plans
         self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
         self.hunt_cost: dict[str, float] = {}
@@ -442,9 +451,15 @@ class _Planner:
         for j, p in enumerate(claim_plans[first:], start=first):
             if p.early_stop:
                 self.sequential.append((claim, j, p))
+                self._chains[(claim.id, j)] = (claim, j, p)
                 continue
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
+
+    def follow(self, task: ShardTask) -> ShardTask | None:
+        """The next shard of the early-stopping configuration `task` drew for, while it is undecided."""
+        chain = self._chains.get((task.claim_id, task.config_index))
+        return None if chain is None else _next_sequential(self.store, self.run_id, *chain)
 
     def hunt_returned(self, task: HuntTask, returned: tuple) -> list[ShardTask]:
         """run_hunt_task's (configs, probe cells, counterexample, seconds), with an error text after them when
