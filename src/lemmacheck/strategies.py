@@ -305,9 +305,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     # each cell as one column index per dimension (values compared by repr, so 1 and 1.0 stay one value), so that
     # a pick is a vectorised argmin over the pool instead of a Python scan of every cell
     codes = {k: {r: j for j, r in enumerate(dict.fromkeys(map(repr, v)))} for k, v in dims.items()}
-    index = np.array([[codes[k][repr(cell[k])] for k in names] for cell in pool], dtype=np.int64).reshape(len(pool),
-                                                                                                   len(names))
-    used = [np.zeros(len(codes[k]), dtype=np.int64) for k in names]
+    index = np.array([[codes[k][repr(cell[k])] for k in names] for cell in pool], dtype=np.int64)
+    index = index.reshape(len(pool), len(names))
+    used = np.zeros((len(names), max((len(c) for c in codes.values()), default=0)), dtype=np.int64)  # [dim, value]
     fcols = [j for j, k in enumerate(names) if k in fdims]
     # the ends of continuous ranges (a step size at its largest); integer ones (n, widths) are balanced only
     ends = {k: (min(v), max(v)) for k, v in dims.items()
@@ -326,17 +326,15 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     span = (len(pool) + 1) * max(1, len(names))
     out: list[Case] = []
     while alive.any() and len(out) < count:
-        uses = np.stack([used[j][index[:, j]] for j in range(len(names))], axis=1) if names else index
-        fsum = uses[:, fcols].sum(axis=1) if fcols else np.zeros(len(pool), dtype=np.int64)
-        key = (fsum * span + uses.sum(axis=1)) * (len(names) + 4) + (len(names) + 3 - deg)
+        uses = used[np.arange(len(names)), index]  # (cell, dim): how often each of the cell's values was used
+        key = (uses[:, fcols].sum(axis=1) * span + uses.sum(axis=1)) * (len(names) + 4) + (len(names) + 3 - deg)
         best = int(np.argmin(np.where(alive, key, np.iinfo(np.int64).max)))
         alive[best] = False
         cell = pool[best]
         case = _stratum_case(claim, cell, rng, labels, premises)
         if case is None:
             continue
-        for j in range(len(names)):
-            used[j][index[best, j]] += 1
+        used[np.arange(len(names)), index[best]] += 1
         out.append(case)
     return out
 
