@@ -390,30 +390,26 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     # Hunts go to the pool first, beside the shards of claims that need none; a claim that hunts is planned (and
     # its plan recorded) when its hunt returns, and a resumed run reads that recorded plan instead of hunting again.
     planner = _Planner(store, run_id, claims, profile, seed)
-    waves: list[ShardTask | HuntTask] = []
-    hunts: list[ShardTask | HuntTask] = []
+    shards: list[ShardTask] = []
+    hunts: list[HuntTask] = []
     for claim in claims:
         examples = 0 if claim.mode == "infeasible" else corpus.hunt_budget(claim, profile)
         recorded = recorded_plan(store, run_id, claim) if examples else None
         if examples and recorded is None:
             hunts.append(HuntTask(str(claim.source), claim.snapshot, claim.id, examples, seed, profile))
         else:
-            waves.extend(planner.admit(claim, [] if claim.mode == "infeasible"
+            shards.extend(planner.admit(claim, [] if claim.mode == "infeasible"
                                        else recorded or plan(claim, profile, seed)))
+    # hunts first (a claim's plan waits for its own), then the chains of sequential shards (each is a path of
+    # dependent shards, the longest in the run), then the fixed-size shards that fill in around them
+    chains = [t for t in shards if planner.is_chain(t)]
+    queue = hunts + chains + [t for t in shards if not planner.is_chain(t)]
     own = executor is None
     pool = _Pool(executor or make_executor(workers), (lambda: make_executor(workers)) if own else None)
     try:
-        while True:
-            # hunts first (a claim's plan waits for its own), then the chains of sequential shards (each is a path
-            # of dependent shards, the longest in the run), then the fixed-size shards that fill in around them
-            chains = [t for t in (_next_sequential(store, run_id, c, j, p) for c, j, p in planner.sequential) if t]
-            waves, hunts = hunts + chains + waves, []
-            if not waves:
-                break
-            if progress is not None:
-                progress.planned(waves)
-            _drain(pool, waves, store, run_id, progress, planner.hunt_returned, planner.follow)
-            waves = []
+        if progress is not None:
+            progress.planned(queue)
+        _drain(pool, queue, store, run_id, progress, planner.hunt_returned, planner.follow)
     except BaseException:
         if own:
             _stop(pool.ex)
@@ -433,14 +429,15 @@ class _Planner:
     def __init__(self, store: Store, run_id: int, claims: list[Claim], profile: str, seed: int):
         self.store, self.run_id, self.profile, self.seed = store, run_id, profile, seed
         self.by_id = {c.id: c for c in claims}
-        self.sequential: list[tuple[Claim, int, ConfigPlan]] = []  # early-stopping configurations, one shard at a time
-        self._chains: dict[tuple[str, int], tuple[Claim, int, ConfigPlan]] = {}
+        # early-stopping configurations by (claim id, index): drawn one shard at a time
+        self.sequential: dict[tuple[str, int], tuple[Claim, int, ConfigPlan]] = {}
         self.plans: dict[str, list[ConfigPlan]] = {}  # admitted claims' plans
         self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
         self.hunt_cost: dict[str, float] = {}
 
     def admit(self, claim: Claim, claim_plans: list[ConfigPlan], first: int = 0) -> list[ShardTask]:
-        """Record the claim's plan; the shards of its configurations from index `first` on that are not stored."""
+        """Record the claim's plan; the shards of its configurations from index `first` on that are not stored:
+        every missing shard of a fixed-size configuration, the next shard of an undecided early-stopping one."""
         claim_plans = claim_plans + [p for p in self.waiting.pop(claim.id, []) if p not in claim_plans]
         self.store.record_plan(self.run_id, claim.id, str(claim.source), claim.snapshot,
                                [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop,
@@ -450,15 +447,19 @@ class _Planner:
         tasks = []
         for j, p in enumerate(claim_plans[first:], start=first):
             if p.early_stop:
-                self.sequential.append((claim, j, p))
-                self._chains[(claim.id, j)] = (claim, j, p)
+                self.sequential[(claim.id, j)] = (claim, j, p)
+                tasks.extend(t for t in [_next_sequential(self.store, self.run_id, claim, j, p)] if t is not None)
                 continue
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
 
+    def is_chain(self, task: ShardTask) -> bool:
+        """Whether the shard is one of an early-stopping configuration's."""
+        return (task.claim_id, task.config_index) in self.sequential
+
     def follow(self, task: ShardTask) -> ShardTask | None:
         """The next shard of the early-stopping configuration `task` drew for, while it is undecided."""
-        chain = self._chains.get((task.claim_id, task.config_index))
+        chain = self.sequential.get((task.claim_id, task.config_index))
         return None if chain is None else _next_sequential(self.store, self.run_id, *chain)
 
     def hunt_returned(self, task: HuntTask, returned: tuple) -> list[ShardTask]:
