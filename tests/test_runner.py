@@ -281,8 +281,7 @@ def test_early_stopping_decides_with_an_anytime_valid_interval(tmp_path):
 def test_an_undecided_early_stopping_configuration_draws_its_next_shard_without_waiting_for_the_queue(tmp_path):
     """A sequential configuration's next shard is queued first as soon as its last is stored: with one worker and
     120 fixed-size shards of another claim queued, the undecided configuration (rate = delta) has drawn several
-    shards before the fixed claim's last one, where waves drew one shard per pass over the whole queue. Its draws
-    and verdict are those of a run with two workers (the decision reads only the stored prefix)."""
+    shards before the fixed claim's last one (not one shard per pass over the whole queue). Its draws and verdict are those of a run with two workers (the decision reads only the stored prefix)."""
     d = tmp_path / "claims" / "slow"
     d.mkdir(parents=True)
     own = "test-slow-uniform-chain"  # its own name: the registry refuses one quantity from two extension folders
@@ -308,11 +307,11 @@ def test_an_undecided_early_stopping_configuration_draws_its_next_shard_without_
     claims, errors = load_claims([d])
     assert not errors
     order, store = Order(), Store(tmp_path / "a.db")
-    run_claims(claims, store, paths=[str(d)], progress=order)
+    run_id = run_claims(claims, store, paths=[str(d)], progress=order)
     last_fixed = max(i for i, (cid, _, _) in enumerate(order.done) if cid == "slow/fact-2/fixed")
     chain = [i for i, (cid, j, k) in enumerate(order.done) if cid == "slow/fact-1/uniform" and k >= 1]
     assert len([i for i in chain if i < last_fixed]) >= 5
-    a = run_json(store.run_info(store.find_latest(0, "quick", [str(d)])), evaluate(store, 1, claims))
+    a = run_json(store.run_info(run_id), evaluate(store, run_id, claims))
     assert _stable(a) == _stable(_run([d], tmp_path / "b.db", workers=2))
 
 
