@@ -285,7 +285,9 @@ def run_hunt_task(task: HuntTask) -> tuple[list[tuple[dict[str, float], int, str
     import time
 
     from .claims import claim_from_snapshot
+    from .shards import retain_freed_memory
 
+    retain_freed_memory()
     t0 = time.process_time()
     claim = claim_from_snapshot(task.source, task.definition)
     configs, cells, ce = hunt_outcome(claim, task.examples, task.seed, profile=task.profile)
