@@ -412,7 +412,7 @@ def _previous_tracked_stepper(tau: float):
 
 def _previous_maximise_tracked(target, Ws, tau, method, gen, steps=30, lr=0.3):
     """search.maximise with `_previous_tracked_stepper`; the starts' norms by `spectral_norm`'s Gram eigvalsh at every
-    size (its cross-checked Lanczos above EXACT_SVD_MAX does not settle a Gaussian matrix's top singular value)."""
+    size (one eigensolve per start, as the previous implementation took them)."""
     from lemmacheck.linalg import spectral_norm
     from lemmacheck.search import maximise
 

@@ -69,7 +69,7 @@ def max_layer_output_norm(ctx: Context) -> Observation:
 
 @QUANTITIES.register("max-weight-spectral-norm", "max over l in [L] of ||W_l||_2 at Gaussian initialisation "
                      "(exact-in-law Gaussian bidiagonal sampler; args.sampler = 'full': the drawn matrices' norms, "
-                     "Gram eigvalsh up to 2048, cross-checked Lanczos above)", networks=NET)
+                     "Gram eigvalsh up to 2048, certified block Krylov above)", networks=NET)
 def max_weight_spectral_norm(ctx: Context) -> Observation:
     dims = _dims(ctx)
     if ctx.arg("sampler", "bidiagonal") == "full":
@@ -139,8 +139,7 @@ def _scale_structured(G: torch.Tensor, tau: float, eigs: dict) -> torch.Tensor:
     eigenvalue rounded up by `gram_rounding_bound`), for matrices the ascent tracks from the full eigendecomposition
     of the Gram (BLAS syrk, LAPACK syevd through scipy: about 1.4x faster than torch's eigh on one thread at
     m = 2048), which is kept in `eigs` for the tracker of the start it makes. Above `linalg.EXACT_SVD_MAX` too:
-    `spectral_norm`'s Lanczos there cannot settle the top of a Gaussian matrix's spectrum (its two starts disagree
-    by ~4e-4 at m = 4096: a cluster of near-equal singular values), and the tracker needs this eigensolve anyway.
+    the tracker needs this eigensolve anyway.
     On a GPU the engine's scaling and the trackers' own eigensolves (torch, on the device) stay."""
     if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1] or G.device.type != "cpu":
         return BALLS["spectral"][0](G, tau)
