@@ -36,6 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import lemmacheck.builtin  # noqa: F401  (registers the estimators)
 from lemmacheck import kernels
+from lemmacheck import linalg as la
 from lemmacheck.context import Context
 from lemmacheck.registry import QUANTITIES
 
@@ -55,6 +56,7 @@ ISSUE = {
     "rnn": {"m": 1024, "L": 20, "n": 8, "dx": 16, "R": 16, "base_R": 4},
     "gd": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
     "gd-terms": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
+    "drawn-norm": {"m": 4096},
     "gemm": {"k": 2048},
 }
 CI = {
@@ -66,6 +68,7 @@ CI = {
     "rnn": {"m": 64, "L": 5, "n": 3, "dx": 6, "R": 2, "base_R": 2},
     "gd": {"m": 64, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 5},
     "gd-terms": {"m": 48, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 4},
+    "drawn-norm": {"m": 700},
     "gemm": {"k": 256},
 }
 # The widths regime paths and log-factor sweeps reach (LEMMACHECK_BENCH=wide, with --benchmark-enable): each family
@@ -80,6 +83,7 @@ WIDE = {
     "rnn": {"m": 4096, "L": 20, "n": 8, "dx": 16, "R": 4, "base_R": 1},
     "gd": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
     "gd-terms": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
+    "drawn-norm": {"m": 8192},
     "gemm": {"k": 2048},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
@@ -351,6 +355,25 @@ def test_bench_weight_spectral_norms(benchmark, S, impl, request):
                    rounds=3)
     # square m×m with N(0, 2/m) entries: ||W|| -> 2 sqrt(2) (Bai-Yin), max over L layers a little above it
     assert bool(((out > 2.5) & (out < 3.4)).all())
+
+
+@pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")
+@pytest.mark.parametrize("impl", [*IMPLS, "dense Gram eigvalsh"])
+def test_bench_drawn_matrix_spectral_norm(benchmark, S, impl):
+    """One drawn matrix's ||W||_2, as a search scales its Gaussian starts onto the sphere: the SVD, the dense
+    eigensolver of the Gram, and `linalg.spectral_norm`'s certified block Krylov (above EXACT_SVD_MAX; the CI size
+    lowers the threshold to reach that path)."""
+    c = S["drawn-norm"]
+    group = "spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))"
+    W = torch.randn(c["m"], c["m"], generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    exact_max = min(la.EXACT_SVD_MAX, c["m"] // 4)
+    fn = {"straightforward": lambda: torch.linalg.matrix_norm(W, ord=2),
+          "dense Gram eigvalsh": lambda: la.spectral_norm(W, exact_max=c["m"])[0],
+          "lemmacheck": lambda: la.spectral_norm(W, exact_max=exact_max)[0]}[impl]
+    out = float(_run(benchmark, group, impl, fn, 1))
+    exact = float(torch.linalg.svdvals(W)[0]) if c["m"] <= 1024 else out
+    assert exact <= out <= exact * (1 + 1e-9)  # the CI size checks each against the SVD
+    assert 1.9 < out / c["m"] ** 0.5 < 2.1  # Bai-Yin: ||W|| ~ 2 sqrt(m)
 
 
 @pytest.mark.benchmark(group="forward perturbation, adversarial search (zou2018 Lemma B.2)")
