@@ -16,6 +16,7 @@ Gaussian weight matrix only through its spectral norm.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -124,10 +125,8 @@ def _certified_top(W: torch.Tensor) -> tuple[float, str]:
     top = _krylov_top(G)
     if top is not None:
         theta, r = top
-        n = G.shape[0]
         c2 = theta + 2 * r + 1e-12 * abs(theta) + margin
-        chol_margin = margin + 2 * (n + 1) * (torch.finfo(torch.float64).eps / 2) * c2
-        G.neg_().diagonal().add_(c2 - chol_margin)  # (c2 - chol_margin) I - Gram, in place: one n x n buffer
+        G.neg_().diagonal().add_(_certificate_shift(c2, margin, G.shape[0]))  # s I - Gram in place: one buffer
         if int(torch.linalg.cholesky_ex(G, upper=True)[1]) == 0:
             return math.sqrt(c2), "block-krylov, cholesky-certified (rounded up)"
         G = torch.from_numpy(_sym_gram(A))
@@ -153,6 +152,13 @@ def spectral_norm_exact_svd(W: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(W, ord=2)
 
 
+def _certificate_shift(c2: Any, rounding: Any, n: int) -> Any:
+    """The s for which a successful Cholesky of s I - fl(Gram) proves lambda_max(Gram) <= c2: c2 less the Gram's
+    rounding (`gram_rounding_bound`) and Cholesky's backward error for a PD matrix of norm <= c2 (< (n + 1) u c2,
+    taken twice)."""
+    return c2 - (rounding + 2 * (n + 1) * (torch.finfo(torch.float64).eps / 2) * c2)
+
+
 def spectral_norm_at_most(W: torch.Tensor, c: float) -> torch.Tensor:
     """Certified decision ||W||_2 <= c per matrix of a batch (..., a, b), by Cholesky of c^2 I - Gram.
 
@@ -162,9 +168,7 @@ def spectral_norm_at_most(W: torch.Tensor, c: float) -> torch.Tensor:
     matrices within rounding of c are resolved by the exact path (`spectral_norm` rounded up), never guessed."""
     G = gram(W)
     n = G.shape[-1]
-    u = torch.finfo(torch.float64).eps / 2
-    margin = gram_rounding_bound(W) + 2 * (n + 1) * u * c * c
-    shift = (c * c - margin).unsqueeze(-1).unsqueeze(-1)
+    shift = _certificate_shift(c * c, gram_rounding_bound(W), n).unsqueeze(-1).unsqueeze(-1)
     eye = torch.eye(n, dtype=G.dtype)
     _, info = torch.linalg.cholesky_ex(shift * eye - G)
     ok = info == 0
