@@ -535,6 +535,15 @@ def test_minibatch_variance_ratio_is_finite_population_correction():
     assert net.all_minibatches(7, 3).shape == (35, 7) and (net.all_minibatches(7, 3).sum(1) == 3).all()
 
 
+@pytest.mark.parametrize("name", ["minibatch-variance-ratio", "minibatch-chain-ratio"])
+def test_minibatch_ratios_beyond_n_are_outside_the_hypotheses(name):
+    """B > n (the declared domain allows it, the statement requires B <= n; the hunt probes it): no minibatch of
+    size B exists, so every draw is invalid, where the empty enumeration raised a shape error."""
+    assert net.all_minibatches(3, 5).shape == (0, 3)
+    obs = est(name, ctx({"n": 3, "B": 5}, R=4, seed=32))
+    assert obs.valid is not None and not bool(obs.valid.any()) and bool(obs.value.isnan().all())
+
+
 def test_minibatch_chain_lhs_against_monte_carlo():
     g = torch.Generator().manual_seed(31)
     z = torch.rand(1, 6, generator=g, dtype=torch.float64)

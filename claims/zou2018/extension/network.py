@@ -183,7 +183,7 @@ def all_minibatches(n: int, B: int, dtype=torch.float64) -> torch.Tensor:
     import itertools
 
     rows = [[1.0 if i in c else 0.0 for i in range(n)] for c in itertools.combinations(range(n), B)]
-    return torch.tensor(rows, dtype=dtype)
+    return torch.tensor(rows, dtype=dtype).reshape(-1, n)  # (0, n) when B > n
 
 
 def per_sample_gradient_norms(Ws: list[torch.Tensor], fwd: Forward,
