@@ -170,7 +170,7 @@ def retain_freed_memory() -> None:
     process. By default glibc hands every large tensor's memory back to the kernel when it is freed (mmap for
     blocks above a threshold, trimming the heap's top), so the next tensor of that size faults its pages in again;
     on a virtual machine that reports free pages to its host that re-faulting took half of some estimators' time
-    (du2018 Lemma A.2, H = 4, m = 1024, 200 draws: 5.4 s -> 2.7 s a shard). The arithmetic is untouched, so draws
+    (a neural-tangent Gram at m = 1024, 200 draws: 5.4 s -> 2.7 s a shard; docs/performance.md). The arithmetic is untouched, so draws
     are bit-identical; a worker's resident memory stays at its peak, which memory_estimate already budgets."""
     global _RETAINING
     if _RETAINING:
