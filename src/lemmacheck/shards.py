@@ -170,8 +170,8 @@ def retain_freed_memory() -> None:
     process. By default glibc hands every large tensor's memory back to the kernel when it is freed (mmap for
     blocks above a threshold, trimming the heap's top), so the next tensor of that size faults its pages in again;
     on a virtual machine that reports free pages to its host that re-faulting took half of some estimators' time
-    (a neural-tangent Gram at m = 1024, 200 draws: 5.4 s -> 2.7 s a shard; docs/performance.md). The arithmetic is untouched, so draws
-    are bit-identical; a worker's resident memory stays at its peak, which memory_estimate already budgets."""
+    (a Gram least-eigenvalue shard at m = 1024, 200 draws: 5.4 s -> 2.7 s; docs/performance.md). The arithmetic
+    is untouched, so draws are bit-identical; a worker's resident memory stays near its largest shard's peak."""
     global _RETAINING
     if _RETAINING:
         return
@@ -208,7 +208,7 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
     t0 = time.perf_counter()
     try:
         # factory calls allocate on the shard's device; on the CPU (the default device already) the mode would
-        # only add a Python dispatch to every torch call, a third of a small-tensor GD hunt's time
+        # only add a Python dispatch to every torch call (28% of a small-tensor GD hunt's time)
         with torch.device(device) if device != "cpu" else contextlib.nullcontext():
             obs = QUANTITIES.get(chk.quantity).obj(ctx)
         value = to_numpy(obs.value, torch.float64).reshape(-1)

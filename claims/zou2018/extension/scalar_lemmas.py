@@ -151,14 +151,14 @@ def _subset_means(u: torch.Tensor, B: int) -> torch.Tensor:
     return u @ S.T / B
 
 
-def _no_minibatch(ctx: Context, method: str) -> Observation | None:
+def _no_minibatch(ctx: Context) -> Observation | None:
     """B > n: no minibatch of size B exists, so the statement (which requires B <= n) says nothing there; every
     draw is reported as outside its hypotheses rather than computed over an empty set."""
     if ctx.i("B") <= ctx.i("n"):
         return None
     R = ctx.replicates
     return Observation(torch.full((R,), float("nan"), dtype=torch.float64), valid=torch.zeros(R, dtype=torch.bool),
-                       method=method)
+                       method="exact enumeration of all minibatches (none of size B > n)")
 
 
 def _zero_sum_draws(ctx: Context, R: int, n: int) -> torch.Tensor:
@@ -181,7 +181,7 @@ def _zero_sum_draws(ctx: Context, R: int, n: int) -> torch.Tensor:
                      " for sum_i u_i = 0, the expectation over all C(n, B) subsets enumerated exactly",
                      networks=("scalar",))
 def minibatch_variance_ratio(ctx: Context) -> Observation:
-    if (none := _no_minibatch(ctx, "exact enumeration of all minibatches")) is not None:
+    if (none := _no_minibatch(ctx)) is not None:
         return none
     n, B = ctx.i("n"), ctx.i("B")
     u = _zero_sum_draws(ctx, ctx.replicates, n)
@@ -194,7 +194,7 @@ def minibatch_variance_ratio(ctx: Context) -> Observation:
                      "E_B[((1/B) sum_B z_i)^2] <= (1/(nB)) sum z_i^2 + ((1/n) sum z_i)^2 <= (2/(nB)) (sum z_i)^2 for "
                      "z_i = -l'_i >= 0, exact enumeration of minibatches", networks=("scalar",))
 def minibatch_chain_ratio(ctx: Context) -> Observation:
-    if (none := _no_minibatch(ctx, "exact enumeration of all minibatches")) is not None:
+    if (none := _no_minibatch(ctx)) is not None:
         return none
     n, B, R = ctx.i("n"), ctx.i("B"), ctx.replicates
     g = ctx.generator
