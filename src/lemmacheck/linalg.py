@@ -435,6 +435,8 @@ class BallTracker:
                 return None
             lam = hi
             y = None
+            pole = float(self.lam0[-1])  # S's nearest pole below the root (lo > pole was checked above)
+            last = math.inf  # the previous step, relative to lambda
             for _ in range(100):
                 ev, vecs = torch.linalg.eigh(self._S(lam, Z, Minv))
                 phi, y = float(ev[r - 1]), vecs[:, r - 1]
@@ -446,13 +448,21 @@ class BallTracker:
                     break
                 w = (Z @ y) / (lam - self.lam0)
                 dphi = -float((w * w).sum())
-                new = lam - phi / dphi if dphi < 0 else 0.5 * (lo + hi)
+                new = lam - phi / dphi if dphi < 0 else math.nan
+                step = abs(new - lam) / lam
+                # Converged at 1e-10, or where Newton's steps stop shrinking quadratically below 1e-6: phi's rounding
+                # floor (about 1e-9 relative in lambda), where they only wander; Rayleigh-Ritz below finishes either way
+                if step <= 1e-10 or (step <= 1e-6 and step > 0.1 * last):
+                    lam = new if lo <= new <= hi else lam
+                    break
                 if not lo < new < hi:
-                    new = 0.5 * (lo + hi)
-                if abs(new - lam) <= 1e-10 * lam or hi - lo <= 1e-10 * hi:  # Rayleigh-Ritz below finishes
+                    # Newton from the right overshoots (phi is convex there); the root is often near the pole, so
+                    # bisect geometrically about it rather than arithmetically
+                    new = pole + math.sqrt((lo - pole) * (hi - pole))
+                if hi - lo <= 1e-10 * hi:
                     lam = new
                     break
-                lam = new
+                lam, last = new, abs(new - lam) / lam
             else:
                 return None
             # Rayleigh-Ritz on span V_0 (λ − Λ_0)⁻¹ Z = range((G' − λ)⁻¹ Z) (a shift-and-invert block step, which holds
