@@ -75,6 +75,25 @@ def test_spectral_norm_at_most_matches_exact_decision():
         assert bool(la.spectral_norm_at_most(W[r:r + 1], s * (1 + 1e-9)))
 
 
+def test_spectral_norm_at_most_certifies_by_frobenius_without_a_gram(monkeypatch):
+    """A batch whose Frobenius norms are all below c (less rounding) is decided without a Gram; a batch with one
+    above takes the Cholesky path, whose decisions are the exact ones (a rank-one matrix: ||W||_2 = ||W||_F, so just
+    above the Frobenius margin the certificate still says no)."""
+    W = _mats(5, 4, 30, 20)
+    fro = torch.linalg.vector_norm(W, dim=(-2, -1))
+    grams = []
+    monkeypatch.setattr(la, "gram", lambda M: grams.append(1) or M.transpose(-1, -2) @ M)
+    assert bool(la.spectral_norm_at_most(W, fro.max().item() * 1.001).all()) and not grams
+    exact = la.spectral_norm_exact_svd(W)
+    c = exact.max().item() * 1.001  # above every spectral norm, below the Frobenius norms
+    assert c < fro.min().item()
+    assert bool(la.spectral_norm_at_most(W, c).all()) and grams
+    u, v = torch.randn(30, dtype=torch.float64), torch.randn(20, dtype=torch.float64)
+    R1 = torch.outer(u, v).unsqueeze(0)
+    s = torch.linalg.vector_norm(R1).item()
+    assert not bool(la.spectral_norm_at_most(R1, s * (1 - 1e-9)))
+    assert bool(la.spectral_norm_at_most(R1, s * (1 + 1e-9)))
+
 @pytest.mark.parametrize("shape", [(3, 30, 30), (2, 40, 12), (2, 12, 40)])
 def test_clip_spectral_matches_svd_projection(shape):
     D = _mats(7, *shape)

@@ -677,3 +677,15 @@ def test_zero_error_margin_strict_hypothesis_never_refuted():
         for n in (1, 4):
             o = est("zero-error-margin", ctx({"n": n, "loss": loss}, R=3000, seed=37, args={"strict": True}))
             assert o.valid.sum() > 50 and (o.value[o.valid] > 0).all()
+
+
+def test_trajectory_ball_test_is_the_exact_displacement_threshold():
+    """trajectory-step-ratio decides "W^(k) in the tau-ball" by the certificate (`_within`), no longer by the exact
+    norm: the same decision, at displacements well inside, around and well outside tau."""
+    g = torch.Generator().manual_seed(5)
+    W0 = [torch.randn(6, 40, 30, generator=g, dtype=torch.float64) for _ in range(2)]
+    Ws = [W + 0.01 * torch.randn(W.shape, generator=g, dtype=torch.float64) * (1 + torch.arange(6.0)).reshape(-1, 1, 1)
+          for W in W0]
+    disp = zq._displacement(Ws, W0)
+    for tau in [disp.min().item() * 0.5, disp.median().item(), disp.max().item() * 2, disp[2].item() * (1 + 1e-9)]:
+        assert torch.equal(zq._within(Ws, W0, tau), disp <= tau)

@@ -165,7 +165,15 @@ def spectral_norm_at_most(W: torch.Tensor, c: float) -> torch.Tensor:
     Cholesky succeeds iff the computed c^2 I - fl(Gram) is positive definite; the margin gram_rounding_bound
     (Gram rounding) plus Cholesky's own backward error (< (n+1) u c^2 for a PD matrix of norm <= c^2, taken as
     2 (n + 1) u c^2) is subtracted first, so True certifies the exact inequality. False means ||W|| > c - O(u):
-    matrices within rounding of c are resolved by the exact path (`spectral_norm` rounded up), never guessed."""
+    matrices within rounding of c are resolved by the exact path (`spectral_norm` rounded up), never guessed.
+
+    First ||W||_2 <= ||W||_F: a batch whose Frobenius norms are all below c, less their rounding ((ab + 2) u
+    relative, a generous bound for a sum of ab squares and its root), is certified without a Gram (a trajectory's
+    displacement from its start, well inside its ball, say)."""
+    a, b = W.shape[-2:]
+    fro = torch.linalg.vector_norm(W.to(torch.float64), dim=(-2, -1))
+    if bool((fro <= c * (1 - (a * b + 2) * torch.finfo(torch.float64).eps)).all()):
+        return torch.ones(W.shape[:-2], dtype=torch.bool)
     G = gram(W)
     n = G.shape[-1]
     shift = _certificate_shift(c * c, gram_rounding_bound(W), n).unsqueeze(-1).unsqueeze(-1)
