@@ -440,3 +440,17 @@ def test_norm_and_kernel_quantities_run_and_agree_in_law():
     assert float(q.layer_separation(_ctx(P)).value.min()) > 0
     lam = q.ntk_limit_lambda_min(_ctx(P)).value
     assert bool((lam > 0).all())
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_left_mul_t_is_the_transposed_product(k):
+    """left_mul_t(W, Z) = W^T Z for every stack (the backward pass's products, contracted Z first): equal to the
+    plain per-sample product to rounding, for rectangular W too."""
+    g = torch.Generator().manual_seed(1)
+    W = torch.randn(3, 7, 5, generator=g, dtype=torch.float64)
+    Z = torch.randn(3, 4, 7, k, generator=g, dtype=torch.float64)
+    want = torch.einsum("rab,rnak->rnbk", W, Z)
+    got = net.left_mul_t(W, Z)
+    assert got.shape == (3, 4, 5, k)
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(got, net.left_mul(W.transpose(-1, -2), Z), rtol=1e-13, atol=1e-13)
