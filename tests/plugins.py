@@ -16,6 +16,16 @@ def paper(key: str) -> ModuleType:
     return module
 
 
+def script(name: str) -> ModuleType:
+    """scripts/<name>.py imported as a module (the scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, CLAIMS.parent / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def cli_json(argv: list[str], capsys) -> dict:
     """Run `lemmacheck ARGV` in-process (argv ending in `--json -`) and parse what it printed on stdout."""
     import json

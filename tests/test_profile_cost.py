@@ -1,16 +1,12 @@
 """scripts/profile_cost.py: the shards it counts are the shards a run draws."""
 
-import importlib.util
-from pathlib import Path
+from plugins import script
 
 from lemmacheck.claims import load_claims
 from lemmacheck.runner import plan, run_claims
 from lemmacheck.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("profile_cost", ROOT / "scripts" / "profile_cost.py")
-profile_cost = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(profile_cost)
+profile_cost = script("profile_cost")
 
 ZERO_EXT = '''
 import torch

@@ -1,19 +1,14 @@
 """scripts/replicate_cut.py: a run cut to its first shards reads exactly as a run at fewer replicates."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from plugins import script
 
 from lemmacheck.claims import load_claims
 from lemmacheck.runner import evaluate, run_claims
 from lemmacheck.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("replicate_cut", ROOT / "scripts" / "replicate_cut.py")
-replicate_cut = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(replicate_cut)
+replicate_cut = script("replicate_cut")
 
 GAUSS_EXT = '''
 import torch
