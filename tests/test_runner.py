@@ -378,3 +378,30 @@ def test_a_shard_process_reuses_the_memory_it_freed():
                                       check=True).stdout) for how in ("default", "retain")}
     assert faults["default"] >= 10  # each of the ten allocations faulted its memory in again
     assert faults["retain"] * 4 < faults["default"], faults  # (measured: 16,384 pages against 163,840)
+
+
+def test_explored_configurations_depend_on_the_seed_alone(tmp_path):
+    """Hypothesis draws literals from every local module imported so far (a user's script, a paper's extension):
+    the same seed explored other configurations once another module with constants in range was imported.
+    shards.reproducible_hypothesis empties that pool; this fails without it (checked)."""
+    import importlib.util
+
+    from lemmacheck.shards import explore_configs
+
+    p = tmp_path / "c.toml"
+    p.write_text(NORM_CLAIM.replace("delta = { value = 0.1 }",
+                                    "delta = { value = 0.1 }\nk = { min = 1, max = 1000000 }\nt = { min = 0.0, max = 1.0 }"))
+    claim = load_claim(p)
+    before = explore_configs(claim, 60, seed=11)
+    mod = tmp_path / "lemmacheck_test_constants.py"
+    mod.write_text("VALUES = [" + ", ".join(str(v) for v in range(271828, 271828 + 400, 7)) + "]\n"
+                   "FRACTIONS = [" + ", ".join(f"0.{v}" for v in range(5772, 5772 + 400, 7)) + "]\n")
+    spec = importlib.util.spec_from_file_location("lemmacheck_test_constants", mod)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["lemmacheck_test_constants"] = module
+    try:
+        spec.loader.exec_module(module)
+        after = explore_configs(claim, 60, seed=11)
+    finally:
+        del sys.modules["lemmacheck_test_constants"]
+    assert len(before) == 60 and after == before

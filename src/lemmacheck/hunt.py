@@ -36,7 +36,7 @@ from .functions import members, parse_member
 from .inputs import all_patterns
 from .registry import QUANTITIES
 from .search import move_points
-from .shards import ShardTask, config_seed, execute_shard, shard_seed
+from .shards import ShardTask, config_seed, execute_shard, reproducible_hypothesis, shard_seed
 from .verdicts import config_result, violation_trend
 
 # Perturbation searches a hunt escalates to: the linearised worst direction and projected ascent from it.
@@ -291,6 +291,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
 
     from .strategies import cases, dataset_shape, simplest_form, smaller_cases, strata
 
+    reproducible_hypothesis()  # the seed alone decides what is probed, not the modules this process has imported
     chk = claim.check
     if chk is None:
         raise ValueError(f"{claim.id} is infeasible: nothing to hunt")
