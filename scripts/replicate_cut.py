@@ -24,6 +24,7 @@ import csv
 import math
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from lemmacheck import corpus, runner
@@ -40,7 +41,15 @@ class TruncatedStore:
             raise ValueError(f"--fraction must lie in (0, 1], got {fraction}")
         self.store, self.fraction = store, fraction
         self.kept: dict[tuple[str, int], int] = {}
-        self.saved: collections.Counter[str] = collections.Counter()
+        self.dropped: dict[tuple[str, int, int], float] = {}  # (claim, config, shard) -> seconds, however often read
+
+    @property
+    def saved(self) -> collections.Counter[str]:
+        """Seconds of the dropped shards read so far, per claim."""
+        out: collections.Counter[str] = collections.Counter()
+        for (cid, _, _), s in self.dropped.items():
+            out[cid] += s
+        return out
 
     def __getattr__(self, name: str) -> Any:  # everything else (run_info, probes, hunt_error) as stored
         return getattr(self.store, name)
@@ -60,18 +69,18 @@ class TruncatedStore:
             if rec.shard_index < k:
                 yield rec
             else:
-                self.saved[claim_id] += rec.seconds
+                self.dropped[(claim_id, config_index, rec.shard_index)] = rec.seconds
 
 
 def hunt_shrinks(claim: Any, fraction: float, profile: str) -> bool:
-    """Whether the profile's default hunt would get fewer examples at the cut replicates."""
+    """Whether the profile's hunt (corpus.hunt_budget) would get fewer examples at the cut replicates."""
     prof = claim.profiles.get(profile)
-    raw = ((claim.raw.get("profiles") or {}).get(profile)) or {}
-    if prof is None or "hunt" in raw or profile != "full" or claim.check is None:
+    if prof is None:
         return False
-    draws = prof.replicates * max(1, len(prof.configs))
-    clamp = lambda d: min(corpus.DEFAULT_HUNT_MAX, max(corpus.DEFAULT_HUNT_MIN, d // 96))
-    return clamp(math.ceil(draws * fraction)) < clamp(draws)
+    n = -(-prof.replicates // prof.shard_size)
+    cut = prof.replicates if n < 2 else math.ceil(n * fraction) * prof.shard_size  # as TruncatedStore cuts
+    smaller = replace(claim, profiles={**claim.profiles, profile: replace(prof, replicates=cut)})
+    return corpus.hunt_budget(smaller, profile) < corpus.hunt_budget(claim, profile)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,16 +112,17 @@ def main(argv: list[str] | None = None) -> int:
     for f in args.fraction:
         view = TruncatedStore(store, f)
         cut = {r.claim.id: r.verdict for r in runner.evaluate(view, run_id, claims)}
+        saved = view.saved
         changed = sorted((cid, full[cid], v) for cid, v in cut.items() if v != full[cid])
         shrink = sum(hunt_shrinks(c, f, profile) for c in claims)
-        print(f"\nfraction {f:g}: saves {sum(view.saved.values()):.0f} of {total:.0f} shard seconds; verdicts "
+        print(f"\nfraction {f:g}: saves {sum(saved.values()):.0f} of {total:.0f} shard seconds; verdicts "
               f"{dict(collections.Counter(cut.values()))}; {len(changed)} change; the default hunt of {shrink} "
               "claim(s) would shrink (not simulated)")
         for cid, was, now in changed:
             print(f"  {cid}: {was} -> {now}")
         for cid, v in cut.items():
             rows[cid][f"verdict_{f:g}"] = v
-            rows[cid][f"saved_s_{f:g}"] = round(view.saved[cid], 1)
+            rows[cid][f"saved_s_{f:g}"] = round(saved[cid], 1)
     # The cut a lead could choose claim by claim: each claim at the smallest fraction at which it, and every larger
     # fraction asked for, reads its full verdict (on these draws: another seed may need more)
     best: dict[str, float] = {}

@@ -823,7 +823,7 @@ def trajectory_step_ratio(ctx: Context) -> Observation:
         inside_any |= inside
         Ws, within = Wn, within_n
     return Observation(torch.where(inside_any, best, torch.zeros_like(best)), valid=valid & inside_any,
-                       extras={"final_displacement": _displacement(Ws, W0) if K else torch.zeros_like(best)},
+                       extras={"final_displacement": _displacement(Ws, W0)},
                        method=f"{'SGD' if ctx.i('B', n) < n else 'GD'} trajectory, {stat}, "
                               "certified spectral norms for the tau-ball")
 
