@@ -57,6 +57,7 @@ ISSUE = {
     "gd": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
     "gd-terms": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
     "drawn-norm": {"m": 4096},
+    "gram": {"m": 1024, "d": 4096, "R": 4},
     "gemm": {"k": 2048},
 }
 CI = {
@@ -69,6 +70,7 @@ CI = {
     "gd": {"m": 64, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 5},
     "gd-terms": {"m": 48, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 4},
     "drawn-norm": {"m": 700},
+    "gram": {"m": 128, "d": 600, "R": 2},
     "gemm": {"k": 256},
 }
 # The widths regime paths and log-factor sweeps reach (LEMMACHECK_BENCH=wide, with --benchmark-enable): each family
@@ -84,6 +86,7 @@ WIDE = {
     "gd": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
     "gd-terms": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
     "drawn-norm": {"m": 8192},
+    "gram": {"m": 2048, "d": 8192, "R": 2},
     "gemm": {"k": 2048},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
@@ -355,6 +358,20 @@ def test_bench_weight_spectral_norms(benchmark, S, impl, request):
                    rounds=3)
     # square m×m with N(0, 2/m) entries: ||W|| -> 2 sqrt(2) (Bai-Yin), max over L layers a little above it
     assert bool(((out > 2.5) & (out < 3.4)).all())
+
+
+@pytest.mark.benchmark(group="Gram of masked products, m x d (zou2018 Thm 5.1 (v): spectral norms)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_gram_of_products(benchmark, S, impl):
+    """The Gram whose top eigenvalue `spectral_norm` takes, for a batch of m x d products (d = 4m, as Theorem 5.1
+    (v)'s costliest configuration): the batched product W W^T, against `linalg.gram` (syrk, one matrix at a time)."""
+    c = S["gram"]
+    group = "Gram of masked products, m x d (zou2018 Thm 5.1 (v): spectral norms)"
+    W = torch.randn(c["R"], c["m"], c["d"], generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    fn = {"straightforward": lambda: W @ W.transpose(-1, -2), "lemmacheck": lambda: la.gram(W)}[impl]
+    G = _run(benchmark, group, impl, fn, c["R"])
+    ref = W @ W.transpose(-1, -2)
+    assert bool(((G - ref).abs().amax((-1, -2)) <= 2 * la.gram_rounding_bound(W)).all())
 
 
 @pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")

@@ -26,6 +26,24 @@ def test_spectral_norm_never_below_svd_and_within_rounding(shape):
     assert bool(((fast - exact) / exact <= 1e-11).all())
 
 
+@pytest.mark.parametrize("shape", [(2, 300, 256), (2, 256, 300), (2, 1, 400, 200), (2, 200, 400)])
+def test_gram_by_syrk_equals_the_product_within_its_rounding_bound(shape, monkeypatch):
+    """Large matrices take the syrk path (a different summation order): the Gram must be the smaller product,
+    exactly symmetric, and within gram_rounding_bound of the GEMM product; a non-contiguous view too."""
+    W = _mats(7, *shape)
+    calls = []
+    monkeypatch.setattr(la, "_sym_gram", lambda A, f=la._sym_gram: calls.append(A.shape) or f(A))
+    for M in (W, W.transpose(-1, -2).contiguous().transpose(-1, -2)):
+        calls.clear()
+        G = la.gram(M)
+        assert len(calls) == math.prod(shape[:-2])  # one syrk a matrix
+        ref = M.transpose(-1, -2) @ M if shape[-1] <= shape[-2] else M @ M.transpose(-1, -2)
+        assert G.shape == ref.shape
+        assert torch.equal(G, G.transpose(-1, -2))
+        err = (G - ref).abs().amax((-1, -2))
+        assert bool((err <= 2 * la.gram_rounding_bound(M)).all())
+
+
 def test_spectral_norm_rank_deficient_and_float32():
     u, v = _mats(2, 30, 1), _mats(3, 1, 20)
     W = torch.stack([u @ v, torch.zeros(30, 20)])  # rank one, and zero
