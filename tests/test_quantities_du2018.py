@@ -188,6 +188,28 @@ def test_one_step_descent_ratio_is_at_least_one_and_kernel_block_ratio():
     assert torch.allclose(b0.value, torch.stack(lam[1:], -1).amin(-1) / lam[0], rtol=1e-10)
 
 
+def test_kernel_block_ratio_on_a_nearly_collinear_pair_is_rounding_not_a_violation():
+    """The full profile's hunt pinned two unit inputs 0.002 apart (Lemma D.1, H = 3): λ_base is then 2e-6 and the
+    ratio read 1 - 1.7e-10, rounding of O(1) kernel entries. The estimator's scale puts that inside the comparison
+    tolerance; a ratio short of 1 by 1e-6 (beyond rounding) is still a violation."""
+    from lemmacheck.verdicts import violates
+
+    params = {"m": 16, "H": 3, "n": 2, "d": 8, "c_lambda": 0.1}
+    c = ctx(params, "du2018-resnet", R=2, args={"base": "K1", "nodes": 32})
+    t = 1e-3
+    pts = torch.zeros(2, 8, dtype=F64)
+    pts[:, 0] = math.cos(t)
+    pts[0, 1], pts[1, 1] = -math.sin(t), math.sin(t)
+    c.dataset = pts
+    obs = q("du2018-kernel-block-lambda-ratio", c)
+    scale = obs.extras["scale"].numpy()
+    assert bool((scale > 1e5).all())  # max|K| / λ_base: O(1) over about 1e-6
+    value = obs.value.numpy()
+    assert violates(">=", value, 1.0).all()  # without the scale: the false violation the hunt found
+    assert not violates(">=", value, 1.0, scale=scale).any()
+    assert violates(">=", value - 1e-6, 1.0, scale=scale).all()
+
+
 def test_movement_bound_ratio_matches_trajectory_and_q_prime():
     """gd-movement-bound-ratio against a plain recomputation from the same seed: movement / (4 Q'(0) / lambda_0)."""
     qd = paper("du2018").quantities

@@ -586,7 +586,11 @@ def kernel_block_lambda_ratio(kind: str, ctx: Context) -> Observation:
     n, p = X.shape[1], X.shape[3]
     lam = [kernels.block_lambda_min(C, n, p) for C in K.cov]
     value = torch.stack(lam[base + 1:], -1).amin(-1) / lam[base]
-    return Observation(value, valid=_ok(dn, X.shape[0]), extras={"lambda_K0": lam[0]}, method=kmethod)
+    # a block's λ_min errs by ~eps times the block's entries, i.e. eps max|K| / λ_base in the ratio: that is the
+    # operands' magnitude for the rounding tolerance (a nearly collinear pair puts λ_base near 1e-6, where the
+    # telescoped ratio's rounding alone reads 1 - 2e-10)
+    scale = torch.stack([C.abs().amax(dim=(-1, -2)) for C in K.cov[base:]], -1).amax(-1) / lam[base]
+    return Observation(value, valid=_ok(dn, X.shape[0]), extras={"lambda_K0": lam[0], "scale": scale}, method=kmethod)
 
 
 def kernel_max_entry(kind: str, ctx: Context) -> Observation:
