@@ -271,3 +271,19 @@ def test_the_cells_a_hunt_probed_are_recorded_and_shown_apart_from_the_configura
     # the grid's own configurations still read "ran"; a probe never turns a cell the profile ran into "probed"
     assert all(states[(cov["datasets"]["rows"][0]["geometry"], int(c["n"]))] == "ran"
                for c in claim.profiles["full"].configs)
+
+
+def test_an_edge_only_the_hunt_probed_gives_its_reason():
+    # An edge no configuration reached but a hunt probe did reads "probed" with its reason, which the gap list and
+    # the claim page print (the full site's build raised KeyError: 'why' on such an edge).
+    from lemmacheck.claims import edges, load_claims
+    from lemmacheck.coverage import _edges
+
+    claims, _ = load_claims([PLANTED2])
+    claim = next(c for c in claims if c.id.endswith("/symmetric"))
+    (name, end, v), *_ = list(edges(claim))
+    probe = {"params": {name: v}}
+    out = _edges(claim, [], "full", [probe])
+    mine = next(e for e in out if e["param"] == name and e["end"] == end)
+    assert mine["state"] == "probed" and mine["probes"] == 1 and "1 hunt probe" in mine["why"]
+    assert any("probed: 1 hunt probe" in why for _, why in skipped_reasons({"edges": out}))

@@ -305,7 +305,8 @@ def _edges(claim: Claim, cfgs: list[dict[str, Any]], profile: str | None,
         if k:
             out.append({"param": name, "end": end, "value": v, "state": "reached", "configs": k})
         elif hunt:
-            out.append({"param": name, "end": end, "value": v, "state": "probed", "probes": hunt})
+            out.append({"param": name, "end": end, "value": v, "state": "probed", "probes": hunt,
+                        "why": f"{hunt} hunt probe(s) there, in no configuration"})
         elif name in skipped:
             out.append({"param": name, "end": end, "value": v, "state": "skipped", "why": skipped[name]})
         else:
