@@ -47,7 +47,7 @@ def gram(W: torch.Tensor) -> torch.Tensor:
     flat = A.reshape(-1, a, b)
     out = torch.empty(flat.shape[0], min(a, b), min(a, b), dtype=torch.float64)
     for k in range(flat.shape[0]):
-        out[k] = torch.from_numpy(_sym_gram(flat[k].numpy()))
+        out[k] = torch.from_numpy(_sym_gram(to_numpy(flat[k])))
     return out.reshape(*A.shape[:-2], *out.shape[-2:])
 
 
