@@ -43,7 +43,6 @@ def gram(W: torch.Tensor) -> torch.Tensor:
     a, b = A.shape[-2:]
     if A.device.type != "cpu" or A.requires_grad or a * b < SYRK_MIN_ENTRIES or A.numel() == 0:
         return A.transpose(-1, -2) @ A if b <= a else A @ A.transpose(-1, -2)
-    _scipy_blas_threads(torch.get_num_threads())
     flat = A.reshape(-1, a, b)
     out = torch.empty(flat.shape[0], min(a, b), min(a, b), dtype=torch.float64)
     for k in range(flat.shape[0]):
@@ -93,7 +92,8 @@ def _sym_gram(A: np.ndarray) -> np.ndarray:
     handed to BLAS as its Fortran-ordered transpose (a view, no copy)."""
     from scipy.linalg.blas import dsyrk
 
-    at = np.asfortranarray(A.T) if not A.flags.c_contiguous else A.T  # Fortran (b, a) view of A
+    _scipy_blas_threads(torch.get_num_threads())  # every syrk (the Grams here and the Krylov path's) at torch's count
+    at = np.asfortranarray(A.T)  # Fortran (b, a): a view when A is C-ordered, else one copy
     # dsyrk(trans=0) gives at at^T = A^T A, trans=1 at^T at = A A^T: the smaller one, upper triangle only
     G = dsyrk(1.0, at, trans=0 if A.shape[1] <= A.shape[0] else 1)
     G += np.triu(G, 1).T
