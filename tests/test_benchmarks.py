@@ -58,6 +58,7 @@ ISSUE = {
     "gd-terms": {"m": 512, "H": 4, "n": 8, "d": 16, "R": 2, "base_R": 1, "steps": 200},
     "drawn-norm": {"m": 4096},
     "gram": {"m": 1024, "d": 4096, "R": 4},
+    "top-eig": {"m": 1024, "R": 4},
     "gemm": {"k": 2048},
 }
 CI = {
@@ -71,6 +72,7 @@ CI = {
     "gd-terms": {"m": 48, "H": 3, "n": 4, "d": 8, "R": 2, "base_R": 2, "steps": 4},
     "drawn-norm": {"m": 700},
     "gram": {"m": 128, "d": 600, "R": 2},
+    "top-eig": {"m": 96, "R": 3},
     "gemm": {"k": 256},
 }
 # The widths regime paths and log-factor sweeps reach (LEMMACHECK_BENCH=wide, with --benchmark-enable): each family
@@ -87,6 +89,7 @@ WIDE = {
     "gd-terms": {"m": 4096, "H": 2, "n": 8, "d": 16, "R": 1, "base_R": 1, "steps": 20},
     "drawn-norm": {"m": 8192},
     "gram": {"m": 2048, "d": 8192, "R": 2},
+    "top-eig": {"m": 4096, "R": 1},
     "gemm": {"k": 2048},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
@@ -372,6 +375,21 @@ def test_bench_gram_of_products(benchmark, S, impl):
     G = _run(benchmark, group, impl, fn, c["R"])
     ref = W @ W.transpose(-1, -2)
     assert bool(((G - ref).abs().amax((-1, -2)) <= 2 * la.gram_rounding_bound(W)).all())
+
+
+@pytest.mark.benchmark(group="top eigenvalue of an m x m Gram (spectral_norm's eigensolve)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_top_eigenvalue(benchmark, S, impl):
+    """The largest eigenvalue of a batch of Grams, as `spectral_norm` takes it: torch's eigvalsh (all m eigenvalues)
+    against `linalg.top_eigenvalue` (LAPACK syevx, bisection for the one value)."""
+    c = S["top-eig"]
+    group = "top eigenvalue of an m x m Gram (spectral_norm's eigensolve)"
+    W = torch.randn(c["R"], c["m"], 2 * c["m"], generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    G = la.gram(W)
+    fn = {"straightforward": lambda: torch.linalg.eigvalsh(G)[..., -1], "lemmacheck": lambda: la.top_eigenvalue(G)}[impl]
+    top = _run(benchmark, group, impl, fn, c["R"])
+    ref = torch.linalg.eigvalsh(G)[..., -1]
+    assert bool(((top - ref).abs() <= la.gram_rounding_bound(W)).all())
 
 
 @pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")

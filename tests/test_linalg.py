@@ -15,7 +15,8 @@ def _mats(seed, *shape, dtype=torch.float64):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
-@pytest.mark.parametrize("shape", [(3, 40, 40), (2, 50, 17), (2, 17, 50), (5, 1, 9), (4, 2, 3, 8)])
+@pytest.mark.parametrize("shape", [(3, 40, 40), (2, 50, 17), (2, 17, 50), (5, 1, 9), (4, 2, 3, 8), (2, 130, 100),
+                                   (3, 64, 200)])
 def test_spectral_norm_never_below_svd_and_within_rounding(shape):
     W = _mats(1, *shape)
     fast, method = la.spectral_norm(W)
@@ -42,6 +43,32 @@ def test_gram_by_syrk_equals_the_product_within_its_rounding_bound(shape, monkey
         assert torch.equal(G, G.transpose(-1, -2))
         err = (G - ref).abs().amax((-1, -2))
         assert bool((err <= 2 * la.gram_rounding_bound(M)).all())
+
+
+def test_top_eigenvalue_by_syevx_equals_eigvalsh_and_leaves_its_input(monkeypatch):
+    """From TOP_EIG_MIN_N a CPU batch goes to LAPACK syevx one matrix at a time: the same top eigenvalue as torch's
+    eigvalsh to rounding (a random Gram, a degenerate top: the identity, zero, a non-contiguous view), its input
+    untouched; below the threshold and under autograd, torch's eigvalsh."""
+    from scipy.linalg import lapack
+    calls = []
+    monkeypatch.setattr(lapack, "dsyevx", lambda *a, f=lapack.dsyevx, **k: calls.append(1) or f(*a, **k))
+    n = la.TOP_EIG_MIN_N
+    A = _mats(8, 2, n, 3 * n)
+    G = torch.cat([la.gram(A.transpose(-1, -2)), torch.eye(n).unsqueeze(0).double(),
+                   torch.zeros(1, n, n, dtype=torch.float64)])
+    G = G.transpose(-1, -2).contiguous().transpose(-1, -2)  # a non-contiguous view of the same symmetric matrices
+    before = G.clone()
+    top = la.top_eigenvalue(G)
+    assert len(calls) == 4 and torch.equal(G, before)
+    ref = torch.linalg.eigvalsh(G)[..., -1]
+    assert bool(((top - ref).abs() <= 4 * n * 1.1e-16 * ref.abs().clamp_min(1e-300)).all()), (top, ref)
+    assert top[2].item() == pytest.approx(1.0, rel=1e-15) and top[3].item() == 0.0
+    calls.clear()
+    small = la.gram(_mats(9, 3, n - 1, n - 1))
+    torch.testing.assert_close(la.top_eigenvalue(small), torch.linalg.eigvalsh(small)[..., -1], rtol=0, atol=0)
+    W = _mats(10, n, n).requires_grad_()
+    la.top_eigenvalue(la.gram(W)).backward()  # differentiable: torch's path
+    assert len(calls) == 0 and W.grad is not None
 
 
 def test_spectral_norm_rank_deficient_and_float32():
