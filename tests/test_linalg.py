@@ -71,6 +71,21 @@ def test_top_eigenvalue_by_syevx_equals_eigvalsh_and_leaves_its_input(monkeypatc
     assert len(calls) == 0 and W.grad is not None
 
 
+def test_operator_norm_rounds_up_without_a_gradient_and_is_the_svd_with_one():
+    """An upper-bound claim's quantity: never below the SVD's norm and within rounding of it; under autograd the SVD
+    itself, value and gradient, so the ascents that differentiate it take the same path."""
+    W = _mats(12, 3, 2, 90, 70)
+    fast = la.operator_norm(W)
+    exact = la.spectral_norm_exact_svd(W)
+    assert bool((fast >= exact).all()) and bool(((fast - exact) / exact <= 1e-11).all())
+    Wg = W.clone().requires_grad_()
+    Wr = W.clone().requires_grad_()
+    vg, vr = la.operator_norm(Wg), torch.linalg.matrix_norm(Wr, ord=2)
+    vg.sum().backward()
+    vr.sum().backward()
+    assert torch.equal(vg, vr) and torch.equal(Wg.grad, Wr.grad)
+
+
 def test_spectral_norm_rank_deficient_and_float32():
     u, v = _mats(2, 30, 1), _mats(3, 1, 20)
     W = torch.stack([u @ v, torch.zeros(30, 20)])  # rank one, and zero

@@ -110,6 +110,16 @@ def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torc
     return out.reshape(W.shape[:-2]), "; ".join(sorted(methods))
 
 
+def operator_norm(M: torch.Tensor) -> torch.Tensor:
+    """||M||_2 of each matrix in a batch (..., a, b), where the norm is an upper-bound claim's quantity: without a
+    gradient `spectral_norm` (never below the exact value, above it by rounding, about 1e-12 relative; 2.2-2.4x
+    faster than the SVD at 256-1024), with one the SVD (its gradient u v^T is what ascents follow: their paths do
+    not change with this function)."""
+    if M.requires_grad:
+        return torch.linalg.matrix_norm(M, ord=2)
+    return spectral_norm(M)[0]
+
+
 KRYLOV_BLOCK = 16  # vectors per pass over the Gram: a top eigenvalue's convergence then depends on its gap to
 # the 17th, not the 2nd (a Gaussian matrix's top singular values cluster, Tracy-Widom: single-vector Lanczos
 # needed 200-300 passes at m = 4096, and two starts still disagreed by 4e-4)

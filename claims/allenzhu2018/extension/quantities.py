@@ -19,7 +19,7 @@ from lemmacheck.boundary import to_numpy
 from lemmacheck.context import Context, Observation
 from lemmacheck.errors import EstimatorError
 from lemmacheck.expressions import parse
-from lemmacheck.linalg import top_s_norm
+from lemmacheck.linalg import operator_norm, top_s_norm
 from lemmacheck.registry import QUANTITIES
 from lemmacheck.search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
 
@@ -127,7 +127,7 @@ def fresh_norm(ctx: Context) -> Observation:
 
 
 def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor, leading_w: bool) -> torch.Tensor:
-    """max over i and L ≥ ℓ2 ≥ ℓ1 ≥ 1 of ||[W_lead] D_{ℓ2} W_in ⋯ D_{ℓ1} W_in||_2 (exact)."""
+    """max over i and L ≥ ℓ2 ≥ ℓ1 ≥ 1 of ||[W_lead] D_{ℓ2} W_in ⋯ D_{ℓ1} W_in||_2 (exact: linalg.operator_norm)."""
     L = D.shape[2] - 1
     best = torch.zeros(W_in.shape[0], dtype=W_in.dtype)
     shared = leading_w and W_lead is W_in  # then W_lead P_{l2} is the next segment's product before its mask
@@ -139,12 +139,12 @@ def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor
                 P = D[:, :, l2].unsqueeze(-1) * (WP if WP is not None else net.left_mul(W_in, P))
             M = net.left_mul(W_lead, P) if leading_w else P
             WP = M if shared else None
-            best = torch.maximum(best, torch.linalg.matrix_norm(M, ord=2).amax(-1))
+            best = torch.maximum(best, operator_norm(M).amax(-1))
     return best
 
 
 @QUANTITIES.register("rnn-segment-spectral-norm", "max over i and L >= l2 >= l1 >= 1 of ||D_{i,l2} W ... D_{i,l1} "
-                     "W||_2, exact SVD (Lemma B.11; args.leading_w: the (4.4) form W D...DW); with tau0 and a search: "
+                     "W||_2, exact (linalg.operator_norm) (Lemma B.11; args.leading_w: the (4.4) form W D...DW); with tau0 and a search: "
                      "args.variant 'patterns' (perturbed D, W~) or 'all' (perturbed D and W), Lemma C.7",
                      networks=NET)
 def segment_spectral_norm(ctx: Context) -> Observation:
@@ -161,11 +161,11 @@ def segment_spectral_norm(ctx: Context) -> Observation:
 
     if not _perturbed(ctx):
         with torch.no_grad():
-            return Observation(target([W]), method="exact-svd at initialisation")
+            return Observation(target([W]), method="operator-norm (Gram top eigenvalue, rounded up) at initialisation")
     # With W~ kept, the target depends on W' only through the (piecewise constant) patterns: no gradient.
     search = "random" if variant == "patterns" else ctx.search
     value, found = maximise(target, [W], _radius(ctx), search, ctx.generator, steps=int(ctx.arg("steps", 10)))
-    return Observation(value, extras={"found_by": found}, method=f"exact-svd; search={search}")
+    return Observation(value, extras={"found_by": found}, method=f"operator-norm (SVD under autograd); search={search}")
 
 
 @QUANTITIES.register("rnn-backward-sparse-sup", "max over i, L >= l2 >= l1 >= 1 of sup over unit k-sparse y (k = "

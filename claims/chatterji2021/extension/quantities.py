@@ -1279,10 +1279,10 @@ def ball_perturbation(ctx: Context) -> Observation:
                     sig.append(d)
                 for l1 in range(L):
                     M = Vt[l1].transpose(-1, -2) * sig[l1].unsqueeze(-2)
-                    vals.append(_op_norm(M))
+                    vals.append(linalg.operator_norm(M))
                     for l2 in range(l1 + 1, L):
                         M = M @ (Vt[l2].transpose(-1, -2) * sig[l2].unsqueeze(-2))
-                        vals.append(_op_norm(M))
+                        vals.append(linalg.operator_norm(M))
             val = torch.stack(vals, -1).amax(-1)
         else:  # e15
             sparsity = max(1, min(p, math.ceil(p * L ** 2 * tau ** (2 / 3) * float(ctx.arg("sparsity_constant", 1.0)))))

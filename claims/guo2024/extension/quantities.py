@@ -17,6 +17,7 @@ import torch
 from lemmacheck.context import Context, Observation
 from lemmacheck.errors import EstimatorError
 from lemmacheck.inputs import min_separation
+from lemmacheck.linalg import operator_norm
 from lemmacheck.registry import QUANTITIES
 from lemmacheck.search import SEARCH_ORDER, greedy_flip_vector, maximise, random_perturbation
 from lemmacheck.verdicts import ROUNDING_ULPS
@@ -142,7 +143,7 @@ def layer_separation(ctx: Context) -> Observation:
 
 
 def _product_norms(Ws: list[torch.Tensor], D: list[torch.Tensor]) -> torch.Tensor:
-    """max over i, 0 <= a <= b <= L-1 of ||W_{b+1} D_b W_b ... W_{a+1} D_a||_2 (D_0 = I), exact singular values.
+    """max over i, 0 <= a <= b <= L-1 of ||W_{b+1} D_b W_b ... W_{a+1} D_a||_2 (D_0 = I), exact (linalg.operator_norm).
 
     Built by extending each product on the left, so all L(L+1)/2 segments cost L(L+1)/2 batched matmuls."""
     L = len(Ws)
@@ -152,12 +153,12 @@ def _product_norms(Ws: list[torch.Tensor], D: list[torch.Tensor]) -> torch.Tenso
         for b in range(a, L):
             if b > a:
                 P = net.left_mul(Ws[b], D[b].unsqueeze(-1) * P)
-            best = torch.maximum(best, torch.linalg.matrix_norm(P, ord=2).amax(-1))
+            best = torch.maximum(best, operator_norm(P).amax(-1))
     return best
 
 
 @QUANTITIES.register("guo2024-product-spectral-norm", "max over i and 0 <= a <= b <= L-1 of ||W_{b+1} D_{i,b} W_b "
-                     "... W_{a+1} D_{i,a}||_2 (D_0 = I), exact SVD (Lemma B.3 item 1); with omega and a search: "
+                     "... W_{a+1} D_{i,a}||_2 (D_0 = I), exact (linalg.operator_norm) (Lemma B.3 item 1); with omega and a search: "
                      "args.variant 'patterns' (B.5 item 1) or 'all' (B.5 item 2) at perturbed W", networks=NET)
 def product_spectral_norm(ctx: Context) -> Observation:
     X = _inputs(ctx)
@@ -176,11 +177,11 @@ def product_spectral_norm(ctx: Context) -> Observation:
 
     if not _perturbed(ctx):
         with torch.no_grad():
-            return Observation(norms(Ws), method="exact-svd at initialisation")
+            return Observation(norms(Ws), method="operator-norm (Gram top eigenvalue, rounded up) at initialisation")
     # With W^(0) kept, the target depends on W' only through the (piecewise constant) patterns: no gradient.
     search = "random" if variant == "patterns" else ctx.search
     value, found = maximise(norms, Ws, _omega(ctx), search, ctx.generator, steps=int(ctx.arg("steps", 10)))
-    return Observation(value, extras={"found_by": found}, method=f"exact-svd; search={search}")
+    return Observation(value, extras={"found_by": found}, method=f"operator-norm (SVD under autograd); search={search}")
 
 
 @QUANTITIES.register("guo2024-back-operator-norm", "max over i, a in [L] of ||Back_{i,a}||_2 = ||B D_{i,L} W_L ... "
@@ -193,8 +194,8 @@ def back_operator_norm(ctx: Context) -> Observation:
     backs = net.back_matrices(Ws, B, fwd)  # a = 1..L+1
     if not ctx.arg("include_B", False):
         backs = backs[:-1]
-    vals = torch.stack([torch.linalg.matrix_norm(M, ord=2).amax(-1) for M in backs], -1)
-    return Observation(vals.amax(-1), extras={"worst_a": vals.argmax(-1).to(ctx.dtype) + 1}, method="exact-svd")
+    vals = torch.stack([operator_norm(M).amax(-1) for M in backs], -1)
+    return Observation(vals.amax(-1), extras={"worst_a": vals.argmax(-1).to(ctx.dtype) + 1}, method="operator-norm (Gram top eigenvalue, rounded up)")
 
 
 @QUANTITIES.register("guo2024-sample-gradient-norm", "max (args.reduce='min': min) over i, l of ||G_{i,l}(v; W0)||_F^2"
@@ -812,13 +813,13 @@ def product_change(ctx: Context) -> Observation:
                     Wmix = list(Wt)
                     Wmix[b] = W0[b]  # W_{b+1} stays at initialisation, as printed
                     diff = _chain(Wmix, D, a, b + 1) - _chain(W0, D0, a, b + 1)
-                    vals.append(torch.linalg.matrix_norm(diff, ord=2).amax(-1))
+                    vals.append(operator_norm(diff).amax(-1))
         elif item == 4:
             for a in range(1, L + 1):
                 Wx = Wt + [B]
                 Wx0 = W0 + [B]
                 diff = _chain(Wx, D + [None], a, L + 1) - _chain(Wx0, D0 + [None], a, L + 1)  # (R, n, d, m)
-                vals.append(torch.linalg.matrix_norm(diff, ord=2).amax(-1))
+                vals.append(operator_norm(diff).amax(-1))
         else:
             raise EstimatorError(f"args.item = {item}: 3 or 4")
         # + 0·ΣW: at L = 1 item 4 (B D_1) depends on W' only through the pattern (no gradient to follow)
