@@ -59,6 +59,7 @@ ISSUE = {
     "drawn-norm": {"m": 4096},
     "gram": {"m": 1024, "d": 4096, "R": 4},
     "top-eig": {"m": 1024, "R": 4},
+    "op-norm": {"m": 256, "R": 32},
     "gemm": {"k": 2048},
 }
 CI = {
@@ -73,6 +74,7 @@ CI = {
     "drawn-norm": {"m": 700},
     "gram": {"m": 128, "d": 600, "R": 2},
     "top-eig": {"m": 96, "R": 3},
+    "op-norm": {"m": 70, "R": 3},
     "gemm": {"k": 256},
 }
 # The widths regime paths and log-factor sweeps reach (LEMMACHECK_BENCH=wide, with --benchmark-enable): each family
@@ -90,6 +92,7 @@ WIDE = {
     "drawn-norm": {"m": 8192},
     "gram": {"m": 2048, "d": 8192, "R": 2},
     "top-eig": {"m": 4096, "R": 1},
+    "op-norm": {"m": 1024, "R": 4},
     "gemm": {"k": 2048},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
@@ -390,6 +393,24 @@ def test_bench_top_eigenvalue(benchmark, S, impl):
     top = _run(benchmark, group, impl, fn, c["R"])
     ref = torch.linalg.eigvalsh(G)[..., -1]
     assert bool(((top - ref).abs() <= la.gram_rounding_bound(W)).all())
+
+
+@pytest.mark.benchmark(group="operator norm of masked products (allenzhu2018 Lemma B.11: segment norms)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_operator_norm(benchmark, S, impl):
+    """||D W D W||_2 for a batch of masked m x m products (half the rows of each factor zeroed), as allenzhu2018's
+    segment norms and guo2024's product norms take them: the SVD against `linalg.operator_norm` (the Gram's top
+    eigenvalue, rounded up)."""
+    c = S["op-norm"]
+    group = "operator norm of masked products (allenzhu2018 Lemma B.11: segment norms)"
+    gen = torch.Generator().manual_seed(7)
+    W = torch.randn(c["R"], c["m"], c["m"], generator=gen, dtype=torch.float64) * (2 / c["m"]) ** 0.5
+    D = (torch.randn(c["R"], 2, c["m"], 1, generator=gen, dtype=torch.float64) > 0).to(torch.float64)
+    P = D[:, 1] * (W @ (D[:, 0] * W))
+    fn = {"straightforward": lambda: torch.linalg.matrix_norm(P, ord=2), "lemmacheck": lambda: la.operator_norm(P)}[impl]
+    out = _run(benchmark, group, impl, fn, c["R"])
+    exact = torch.linalg.matrix_norm(P, ord=2)
+    assert bool((out >= exact).all()) and bool(((out - exact) / exact <= 1e-11).all())
 
 
 @pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")
