@@ -573,3 +573,11 @@ def test_telescoped_backward_difference_equals_subtraction_and_stays_linear_at_t
         lin = q._segment_rows_diff(a, B, D, W, Wp * 2e-28)
         torch.testing.assert_close(lin[key], 2 * v, rtol=1e-12, atol=0)  # exactly linear down there
         assert float((r_plain[key] - q._segment_rows(a, B, D, W + Wp * 1e-28)[key]).abs().max()) < 1e-15
+    # W' = y z^T given by its factors (Lemmas C.10-C.11): the structured recursion is the same to rounding, and as
+    # resolved at W' ~ 1e-30
+    for scale in (1e-2, 1e-30):
+        general = q._segment_rows_diff(a, B, D, W, Wp * scale / 1e-2)
+        structured = q._segment_rows_diff(a, B, D, W, Wp * scale / 1e-2, rank_one=(y * scale, z))
+        assert set(structured) == set(general)
+        for key, v in structured.items():
+            torch.testing.assert_close(v, general[key], rtol=1e-12, atol=0)

@@ -1010,34 +1010,43 @@ def backward_perturbation(ctx: Context) -> Observation:
 
 
 def _segment_rows_diff(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, W: torch.Tensor,
-                       Wp: torch.Tensor) -> dict[tuple[int, int], torch.Tensor]:
+                       Wp: torch.Tensor, rank_one: tuple[torch.Tensor, torch.Tensor] | None = None
+                       ) -> dict[tuple[int, int], torch.Tensor]:
     """a^T B D_{l2} (W + W') ... D_{l1} (W + W') - a^T B D_{l2} W ... D_{l1} W for every segment, by the telescoping
     recursion Delta <- (Delta o D) (W + W') + (row_W o D) W' (exact, every term carries W', so no cancellation of two
-    O(1) products: the difference stays resolved at any ||W'||, where subtracting the two rows loses it below ~1e-16)."""
+    O(1) products: the difference stays resolved at any ||W'||, where subtracting the two rows loses it below ~1e-16).
+    `rank_one` = (y, z) with W' = y z^T: then Delta <- (Delta o D) W + ((Delta o D + row_W o D) y) z^T, the two rows
+    through W in one product: one pass over the m x m matrices a step instead of three (Lemmas C.10-C.11)."""
     L = D.shape[2] - 1
     base = (a.unsqueeze(-2) @ B).squeeze(-2)
-    Wt = W + Wp
+    Wt = W + Wp if rank_one is None else None
     out = {}
     for l2 in range(1, L + 1):
         M = base.unsqueeze(1).expand(-1, D.shape[1], -1)
         delta = torch.zeros_like(M)
         for l1 in range(l2, 0, -1):
             MD = M * D[:, :, l1]
-            delta = (delta * D[:, :, l1]) @ Wt + MD @ Wp
-            M = MD @ W
+            if rank_one is None:
+                delta = (delta * D[:, :, l1]) @ Wt + MD @ Wp
+                M = MD @ W
+            else:
+                y, z = rank_one
+                dD = delta * D[:, :, l1]
+                dW, M = (torch.cat([dD, MD], 1) @ W).split(MD.shape[1], 1)
+                delta = dW + ((dD + MD) @ y.unsqueeze(-1)) * z.unsqueeze(-2)
             out[(l1, l2)] = delta
     return out
 
 
-def _backward_diff(a, B, W, Wp, f0, f1, which, kind, per_sample=False):
+def _backward_diff(a, B, W, Wp, f0, f1, which, kind, per_sample=False, rank_one=None):
     D1, W1, D2, W2 = _BACK[which]
     pick_D = {"tilde": f0.mask(), "pert": f1.mask()}
-    pick_W = {"tilde": W, "pert": W + Wp}
+    pick_W = lambda k: W if k == "tilde" else W + Wp  # W~ + W' formed only where a product uses it
     if D1 == D2 and W1 != W2:  # (b), (c): same patterns, W~ against W~ + W': the exact telescoped difference
-        r1, r2 = _segment_rows_diff(a, B, pick_D[D1], W, Wp), None
+        r1, r2 = _segment_rows_diff(a, B, pick_D[D1], W, Wp, rank_one), None
     else:
-        r1 = _segment_rows(a, B, pick_D[D1], pick_W[W1])
-        r2 = _segment_rows(a, B, pick_D[D2], pick_W[W2])
+        r1 = _segment_rows(a, B, pick_D[D1], pick_W(W1))
+        r2 = _segment_rows(a, B, pick_D[D2], pick_W(W2))
     best = torch.zeros(W.shape[0], f0.h.shape[1], dtype=W.dtype)  # (R, n): max over segments, per sequence
     for key, v in r1.items():
         diff = v if r2 is None else v - r2[key]
@@ -1086,15 +1095,17 @@ def rank_one_perturbation(ctx: Context) -> Observation:
         sgn = torch.randint(0, 2, (R, N), generator=ctx.generator).to(W.dtype) * 2 - 1
         y = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, sgn * tau)
         Wp = y.unsqueeze(-1) * z.unsqueeze(-2)
-        f1 = net.forward(W + Wp, A, B, X)
+        Wt = W + Wp  # formed once (R m x m matrices): the forward and the products below share it
+        f1 = net.forward(Wt, A, B, X)
         which = ctx.arg("which", "forward")
         if which == "forward":
             hp = f1.h - f0.h  # h'_{i,l}, l = 0..L
-            val = (hp @ (W + Wp).transpose(-1, -2).unsqueeze(1)).abs().flatten(1).amax(-1)
+            # one product per replicate over all (i, l) rows: a broadcast over i would copy W~ + W' n times
+            val = (hp.flatten(1, 2) @ Wt.transpose(-1, -2)).abs().flatten(1).amax(-1)
         elif which in ("back-a", "back-b"):
             a = ctx.randn(R, B.shape[-2])
             a = a / a.norm(dim=-1, keepdim=True)
-            val = _backward_diff(a, B, W, Wp, f0, f1, "a" if which == "back-a" else "b", "coord")
+            val = _backward_diff(a, B, W, Wp, f0, f1, "a" if which == "back-a" else "b", "coord", rank_one=(y, z))
         else:
             raise EstimatorError(f"args.which = {which!r}: one of forward, back-a, back-b")
     return Observation(val, method=f"rank-one W', N = {N}, z = {zk}")
