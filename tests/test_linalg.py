@@ -69,6 +69,10 @@ def test_top_eigenvalue_by_syevx_equals_eigvalsh_and_leaves_its_input(monkeypatc
     W = _mats(10, n, n).requires_grad_()
     la.top_eigenvalue(la.gram(W)).backward()  # differentiable: torch's path
     assert len(calls) == 0 and W.grad is not None
+    bad = G.clone()
+    bad[1, 2, 3] = bad[1, 3, 2] = float("nan")
+    with pytest.raises(ArithmeticError, match="non-finite"):
+        la.top_eigenvalue(bad)
 
 
 def test_operator_norm_rounds_up_without_a_gradient_and_is_the_svd_with_one():

@@ -74,8 +74,9 @@ def top_eigenvalue(G: torch.Tensor) -> torch.Tensor:
         # symmetric, so the transpose is the same matrix and a Fortran-ordered view; syevx works on its own copy
         w, _, found, _, info = lapack.dsyevx(to_numpy(flat[k]).T, compute_v=0, range="I", il=n, iu=n, abstol=tiny)
         if info != 0 or found != 1:
+            finite = "" if bool(torch.isfinite(flat[k]).all()) else " with non-finite entries"
             raise ArithmeticError(f"LAPACK dsyevx returned info {info} and {found} eigenvalues for the top of a "
-                                  f"{n}x{n} symmetric matrix")
+                                  f"{n}x{n} symmetric matrix{finite}")
         out[k] = float(w[0])
     return out.reshape(G.shape[:-2]).to(G.dtype)
 
