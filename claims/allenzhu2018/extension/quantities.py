@@ -192,10 +192,16 @@ def backward_sparse_sup(ctx: Context) -> Observation:
     elif k > 1 and d > 1:
         raise EstimatorError("sup over a with k > 1 and d > 1 has no exact form here: use args.a = 'random' or d = 1")
     best = torch.zeros(ctx.replicates, dtype=ctx.dtype)
-    for l2 in range(1, L + 1):
-        M = B.unsqueeze(1).expand(-1, X.shape[1], -1, -1)
-        for l1 in range(l2, 0, -1):
-            M = net.right_mul(M * D[:, :, l1].unsqueeze(-2), W)  # B D_{ℓ2} W ⋯ D_{ℓ1} W, (R, n, d, m)
+    R, n, m = W.shape[0], X.shape[1], W.shape[-1]
+    # Every segment B D_{ℓ2} W ⋯ D_{ℓ1} W, (R, n, d, m): the chains of all ℓ2 >= ℓ1 advance together, one product
+    # with W per ℓ1 (L passes over the m x m matrices instead of L(L+1)/2)
+    chains = torch.empty(R, n, 0, d, m, dtype=W.dtype)
+    for l1 in range(L, 0, -1):
+        chains = torch.cat([chains, B.unsqueeze(1).unsqueeze(2).expand(-1, n, 1, -1, -1)], 2)  # ℓ2 = ℓ1 starts
+        c = chains.shape[2]
+        masked = (chains * D[:, :, l1, None, None, :]).reshape(R, n, c * d, m)
+        chains = net.right_mul(masked, W).reshape(R, n, c, d, m)
+        for M in chains.unbind(2):
             if mode == "fixed":
                 v = top_s_norm((a[:, None, :, None] * M).sum(-2), k)
             elif k == 1:
