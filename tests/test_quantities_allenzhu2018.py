@@ -342,6 +342,23 @@ def test_backward_sparse_sup_takes_the_fixed_a_from_the_context():
                                obs("rnn-backward-sparse-sup", pa, {"a": "fixed"}, R=3, seed=4).value)
 
 
+def test_backward_sparse_sup_over_a_is_the_largest_column_norm_of_every_segment():
+    """args.a = 'sup', k = 1: sup over unit a and 1-sparse y of |a^T M y| is M's largest column norm, over every
+    segment B D_{l2} W ... D_{l1} W, each built from scratch here (the estimator advances all chains together)."""
+    pa = dict(P, d=3, k=1, L=4)
+    got = obs("rnn-backward-sparse-sup", pa, {"a": "sup"}, R=3, seed=8).value
+    W, A, B, X = q._setup(Context("t", dict(pa), 3, torch.Generator().manual_seed(8), inputs_spec=INP))
+    D = net.forward(W, A, B, X).mask()
+    best = torch.zeros(3, dtype=torch.float64)
+    for l2 in range(1, 5):
+        for l1 in range(1, l2 + 1):
+            M = B.unsqueeze(1).expand(-1, X.shape[1], -1, -1)
+            for l in range(l2, l1 - 1, -1):
+                M = (M * D[:, :, l].unsqueeze(-2)) @ W.unsqueeze(1)
+            best = torch.maximum(best, M.norm(dim=-2).amax(-1).amax(-1))
+    torch.testing.assert_close(got, best, rtol=1e-12, atol=0)
+
+
 def test_fake_gradient_losses_are_drawn_through_the_context():
     """args.losses = 'fixed' (and 'gaussian', read the same) takes the n (L-1) d loss entries from ctx.coefficients:
     the default is the Gaussian draw made before (the same generator call), a pinned vector changes the value and is
