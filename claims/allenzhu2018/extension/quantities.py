@@ -1026,6 +1026,7 @@ def _segment_rows_diff(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, W: tor
     L = D.shape[2] - 1
     base = (a.unsqueeze(-2) @ B).squeeze(-2)
     Wt = W + Wp if rank_one is None else None
+    y, z = rank_one if rank_one is not None else (None, None)
     out = {}
     for l2 in range(1, L + 1):
         M = base.unsqueeze(1).expand(-1, D.shape[1], -1)
@@ -1036,7 +1037,6 @@ def _segment_rows_diff(a: torch.Tensor, B: torch.Tensor, D: torch.Tensor, W: tor
                 delta = (delta * D[:, :, l1]) @ Wt + MD @ Wp
                 M = MD @ W
             else:
-                y, z = rank_one
                 dD = delta * D[:, :, l1]
                 dW, M = (torch.cat([dD, MD], 1) @ W).split(MD.shape[1], 1)
                 delta = dW + ((dD + MD) @ y.unsqueeze(-1)) * z.unsqueeze(-2)
