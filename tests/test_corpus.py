@@ -85,3 +85,24 @@ def test_report_section_shows_how_hard_it_was_hunted_and_draws_the_dataset(claim
     assert html.count("<circle") == 1 + 2  # the unit circle and the two points of the minimal dataset
     assert "dataset, 2 points in 2 dimensions" in html
     assert [e.points for e in corpus.load(claim)] == [[[1.0, 0.0], [-1.0, 0.0]]]
+
+
+def test_sibling_settings_are_parsed_once_per_version_of_the_file(tmp_path):
+    """Planning reads every sibling claim file's setting (network and inputs) once per version of that file, so a
+    file edited between two plans in one process is read again."""
+    import os
+    import types
+
+    from lemmacheck.corpus import _file_setting, _shares_setting
+
+    sib = tmp_path / "sibling.toml"
+    sib.write_text('network = "zou2018"\ninputs = { kind = "unit-sphere", n = "n", d = "d" }\n')
+    me = types.SimpleNamespace(raw={"network": "zou2018", "inputs": {"kind": "unit-sphere", "n": "n", "d": "d"}})
+    misses = _file_setting.cache_info().misses
+    assert _shares_setting(me, sib) and _shares_setting(me, sib)
+    assert _file_setting.cache_info().misses == misses + 1
+    st = sib.stat()
+    sib.write_text('network = "du2018"\ninputs = { kind = "unit-sphere", n = "n", d = "d" }\n')
+    os.utime(sib, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert not _shares_setting(me, sib)
+    assert not _shares_setting(me, tmp_path / "missing.toml")

@@ -460,6 +460,28 @@ def test_log_elasticity_of_bounds_with_max_and_floor():
     assert e.log_elasticity("L", {"m": 64, "L": 1}) == 0.0  # the constant branch
 
 
+def test_expression_values_are_cached_without_changing_them():
+    """Expr.evaluate caches by (expression, values with their types): the same numbers as sympy's substitution
+    uncached, an int and a float of equal value each evaluated as itself (sympy substitutes an int exactly), and
+    a relation still a truth value."""
+    from lemmacheck.expressions import _evaluate, parse
+
+    e = parse("floor(m / 3) * sqrt(log(n * L / delta))", {"m", "n", "L", "delta"})
+    vals = {"m": 64, "n": 4, "L": 5, "delta": 0.01}
+    first = e.evaluate(vals)
+    key = tuple((k, type(vals[k]), vals[k]) for k in sorted(vals))
+    assert first == _evaluate.__wrapped__(e.sym, key) == e.evaluate(dict(vals))
+    hits = _evaluate.cache_info().hits
+    assert e.evaluate(vals) == first and _evaluate.cache_info().hits == hits + 1
+    assert e.evaluate({**vals, "m": 64.0}) == first  # floor(64.0/3) = 21 as well: another entry, same value
+    assert _evaluate.cache_info().hits == hits + 1
+    third = parse("m / 3", {"m"})
+    assert third.evaluate({"m": 1}) == third.evaluate({"m": 1.0}) == pytest.approx(1 / 3, rel=1e-15)
+    req = parse("m >= C**2 * log(n)", {"m", "C", "n"})
+    assert req.holds({"m": 8, "C": 1, "n": 4}) and not req.holds({"m": 1, "C": 1, "n": 4})
+    assert e.evaluate({**vals, "m": np.float64(64.0)}) == first  # numpy scalars hash like floats
+
+
 def test_one_trend_rule_for_regime_paths_and_hunt_replays():
     # verdicts.violation_trend decides both a run's regime path and hunt.persistence: a significant decrease
     # fades; violations to the widest level persist; violations that stop early without a significant decrease

@@ -9,6 +9,8 @@ dataset and labels, before the profile's configurations.
 
 from __future__ import annotations
 
+import functools
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,13 +115,23 @@ def setting(raw: dict[str, Any]) -> str:
 
 def _shares_setting(claim: Claim, sibling_file: Path) -> bool:
     """Whether the claim file `sibling_file` draws from the same network and input generator."""
+    try:
+        st = sibling_file.stat()
+    except OSError:
+        return False
+    return _file_setting(str(sibling_file), st.st_mtime_ns, st.st_size) == setting(claim.raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_setting(path: str, mtime_ns: int, size: int) -> str | None:
+    """setting() of a claim file, parsed once per version of the file (a run plans every claim of a folder
+    against every sibling corpus: without the cache it parsed each sibling once per claim)."""
     import tomllib
 
     try:
-        raw = tomllib.loads(sibling_file.read_text())
+        return setting(tomllib.loads(Path(path).read_text()))
     except (OSError, ValueError):
-        return False
-    return setting(raw) == setting(claim.raw)
+        return None
 
 
 def propagated(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:

@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
@@ -90,13 +90,12 @@ class Expr:
         missing = [n for n in self.names if n not in values]
         if missing:
             raise ExpressionError(f"'{self.text}' needs values for {sorted(missing)}")
-        subs = {sympy.Symbol(n): values[n] for n in self.names}
-        out = self.sym.subs(subs)
-        if isinstance(out, sympy.logic.boolalg.BooleanAtom) or out in (sympy.true, sympy.false):
-            return float(bool(out))
-        if isinstance(out, (sympy.Rel, sympy.logic.boolalg.Boolean)):
-            return float(bool(out.simplify()))
-        return float(sympy.N(out, 30))
+        # the type travels with each value: sympy substitutes an int exactly and a float as a Float
+        key = tuple((n, type(values[n]), values[n]) for n in sorted(self.names))
+        try:
+            return _evaluate(self.sym, key)
+        except TypeError:  # an unhashable value (an array): evaluated uncached
+            return _evaluate.__wrapped__(self.sym, key)
 
     def holds(self, values: Mapping[str, float]) -> bool:
         """Truth value of a relational/boolean expression (a `requires`)."""
@@ -136,6 +135,19 @@ class Expr:
         if hi <= 0 or lo <= 0:
             raise ExpressionError(f"'{self.text}' is not positive near {name} = {values[name]}: no log-elasticity")
         return (math.log(hi) - math.log(lo)) / (2 * h)
+
+
+@lru_cache(maxsize=1 << 16)
+def _evaluate(sym: sympy.Basic, values: tuple[tuple[str, type, float], ...]) -> float:
+    """The expression's value at `values`, 30 digits then rounded to a float. Cached: a run evaluates the same
+    bound at the same configuration many times (each shard of an early-stopping configuration, then the
+    verdicts), and sympy's substitution costs milliseconds."""
+    out = sym.subs({sympy.Symbol(n): v for n, _, v in values})
+    if isinstance(out, sympy.logic.boolalg.BooleanAtom) or out in (sympy.true, sympy.false):
+        return float(bool(out))
+    if isinstance(out, (sympy.Rel, sympy.logic.boolalg.Boolean)):
+        return float(bool(out.simplify()))
+    return float(sympy.N(out, 30))
 
 
 def parse(text: str | float, allowed: set[str] | frozenset[str]) -> Expr:
