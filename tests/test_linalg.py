@@ -231,6 +231,40 @@ def test_ball_tracker_equals_the_dense_projection_along_rank_one_ascent(m, seed,
     # outside the ball at the start: the tracker declines rather than guess
     assert la.BallTracker(D * 1.01, tau).step(a, b) is None
 
+@pytest.mark.parametrize("m, seed, tau", [(128, 0, 0.01), (256, 0, 1e-4), (256, 1, 0.01)])
+def test_ball_tracker_counts_right_next_to_the_poles_of_a_start_on_the_sphere(m, seed, tau):
+    """A start scaled onto the sphere as zou2018's ascent scales it (the Gram's eigendecomposition times
+    (tau / ||D||)², ||D|| rounded up: max Λ_0 within 1e-15 of tau²), then 60 rank-one steps alternating a random
+    direction and the top one, each compared with the dense projection. Right above tau² the secular matrix S has
+    entries ~1/(λ − max Λ_0) ~ 1e15 and its computed inertia missed eigenvalues far above tau² (these cases
+    returned iterates outside the ball, up to 2.4 tau in zou2018 Lemma B.2's ascent); the count now keeps those
+    poles apart in a bordered matrix of moderate entries."""
+    g = torch.Generator().manual_seed(seed)
+    D = torch.randn(m, m, generator=g, dtype=torch.float64)
+    lam, V = torch.linalg.eigh(D.T @ D)
+    norm = math.sqrt(float(lam[-1]) + float(la.gram_rounding_bound(D)))
+    D = D * (tau / norm)
+    tr = la.BallTracker(D, tau, eig=(lam * (tau / norm) ** 2, V))
+    dense, accepted = D.clone(), 0
+    for k in range(60):
+        if k % 2:
+            U, _, Vh = torch.linalg.svd(dense)
+            a = U[:, 0] * 0.05 * tau * (1 + k % 3)
+            b = Vh[0] * 3 + 0.1 * torch.randn(m, generator=g, dtype=torch.float64)
+        else:
+            a, b = torch.randn(m, generator=g, dtype=torch.float64), torch.randn(m, generator=g, dtype=torch.float64)
+            a = a * (0.3 * tau / (a.norm() * b.norm()))
+        ref = la.clip_spectral(dense + torch.outer(a, b), tau)
+        got = tr.step(a, b)
+        if got is None:
+            tr = la.BallTracker(ref, tau)
+        else:
+            accepted += 1
+            torch.testing.assert_close(got, ref, rtol=0, atol=1e-12 * tau)
+        dense = ref if got is None else got  # the ascent goes on from the tracker's own iterate
+    assert accepted >= 40
+
+
 def test_bidiagonal_norm_equals_svd_of_the_bidiagonal():
     rng = np.random.default_rng(8)
     for k in (1, 2, 7, 60):

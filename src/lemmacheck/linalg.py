@@ -443,13 +443,15 @@ class BallTracker:
     their vectors are v = V_0 (λ − Λ_0)⁻¹ Z y (y the null vector of S(λ)). A step costs O(ab + b r² + r³) instead
     of the Gram and the tridiagonal reduction. `step` returns None where it cannot vouch for the result (more than
     one eigenvalue above tau², a Newton iteration that does not settle, a residual ||G'v − λv|| above 1e-10 λ): the
-    caller then projects densely (`clip_spectral`) and starts a new tracker there (near a cluster of Λ_0 at tau², the
-    singular values of an earlier clip, the count right above tau² is unreliable and it declines by the count > 1
-    that interlacing rules out for an iterate in the ball). Eigenvalues within 1e-12 tau² of
+    caller then projects densely (`clip_spectral`) and starts a new tracker there. Right above a cluster of Λ_0 at
+    tau² (a start scaled onto the sphere, the singular values of an earlier clip) S(λ) has poles: the count keeps
+    those eigenvalues apart in a bordered matrix (`count` in `step`), since S's own computed inertia there is
+    rounding and missed eigenvalues far above tau². Eigenvalues within 1e-12 tau² of
     the threshold are left unclipped (a change below 1e-12 tau, rounding). Equal to `clip_spectral` to rounding
     (tests/test_linalg.py)."""
 
     THRESH = 1e-12  # relative margin above tau² below which an eigenvalue counts as on the sphere
+    NEAR = 1e-8  # eigenvalues of Λ_0 within this relative gap below a count's test point are kept apart (count)
 
     def __init__(self, D0: torch.Tensor, tau: float, eig: tuple[torch.Tensor, torch.Tensor] | None = None):
         """`eig`: the eigendecomposition (ascending values, vectors) of D0ᵀD0 where the caller already has it."""
@@ -489,7 +491,19 @@ class BallTracker:
             return None
 
         def count(lam: float) -> int:
-            return int((torch.linalg.eigvalsh(self._S(lam, Z, Minv)) > 0).sum()) - r
+            # Eigenvalues of Λ_0 within NEAR of lam are poles whose terms in S, ~1/(lam − λ_0) up to 1e15, drown its
+            # inertia in rounding; they stay apart as a block of the bordered matrix
+            # K = [[−(lam − Λ_N), Z_N], [Z_Nᵀ, S_F(lam)]] (S_F: S without them), whose inertia equals S's (the same
+            # Schur complement, taken in two steps) and whose entries are all moderate.
+            gap = lam - self.lam0
+            near = gap <= self.NEAR * lam
+            if not bool(near.any()):
+                return int((torch.linalg.eigvalsh(self._S(lam, Z, Minv)) > 0).sum()) - r
+            ZF, ZN = Z[~near], Z[near]
+            SF = ZF.transpose(0, 1) @ (ZF / gap[~near].unsqueeze(-1)) - Minv
+            K = torch.cat([torch.cat([-torch.diag(gap[near]), ZN], 1),
+                           torch.cat([ZN.transpose(0, 1), 0.5 * (SF + SF.transpose(0, 1))], 1)], 0)
+            return int((torch.linalg.eigvalsh(K) > 0).sum()) - r
 
         c = count(lo)
         if c < 0:
