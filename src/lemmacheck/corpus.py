@@ -10,7 +10,6 @@ dataset and labels, before the profile's configurations.
 from __future__ import annotations
 
 import functools
-
 import json
 from dataclasses import dataclass
 from pathlib import Path
