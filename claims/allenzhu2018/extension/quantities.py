@@ -926,9 +926,8 @@ def semismooth_ratio(ctx: Context) -> Observation:
     a = rho ** 11 * ctx.p("tau0") ** (1 / 3) * m ** (1 / 3)
     b = L ** 18 * n * m
 
-    def ratio(Wp: torch.Tensor) -> torch.Tensor:
+    def ratio(Wp: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         rem = semismooth_remainder(W, A, B, X, Y, Wp, f0, G)
-        s = torch.linalg.matrix_norm(Wp, ord=2)
         return rem / (a * lstar * s + b * s ** 2).clamp_min(1e-300)
 
     # The remainder is second order at W' = 0, where a gradient search has no direction: candidates instead, each at
@@ -943,8 +942,9 @@ def semismooth_ratio(ctx: Context) -> Observation:
             dirs += _flip_candidates(W, fwd, tau)
         val = torch.full((W.shape[0],), -math.inf, dtype=W.dtype)
         for Dd in dirs:
+            s = torch.linalg.matrix_norm(Dd, ord=2)  # once per direction: ||frac W'||_2 = frac ||W'||_2
             for frac in (1.0, 0.1):
-                val = torch.maximum(val, ratio(frac * Dd))
+                val = torch.maximum(val, ratio(frac * Dd, frac * s))
     # R < 0 (a concave direction) satisfies the bound trivially; kept positive for the log-scale fit
     return Observation(val.clamp_min(1e-300), method=f"{len(dirs)} candidate directions x 2 radii (search={ctx.search})")
 
