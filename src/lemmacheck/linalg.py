@@ -442,7 +442,7 @@ class BallTracker:
     S(λ) = −M⁻¹ + Zᵀ(λ − Λ_0)⁻¹Z, 2r×2r), found by safeguarded Newton on the eigenvalue of S that crosses 0, and
     their vectors are v = V_0 (λ − Λ_0)⁻¹ Z y (y the null vector of S(λ)). A step costs O(ab + b r² + r³) instead
     of the Gram and the tridiagonal reduction. `step` returns None where it cannot vouch for the result (more than
-    one eigenvalue above tau², a Newton iteration that does not settle, a residual ||G'v − λv|| above 1e-10 λ): the
+    one eigenvalue above tau², a Newton iteration that does not settle, a residual ||G'v − λv|| above 1e-12 λ): the
     caller then projects densely (`clip_spectral`) and starts a new tracker there. Right above a cluster of Λ_0 at
     tau² (a start scaled onto the sphere, the singular values of an earlier clip) S(λ) has poles: the count keeps
     those eigenvalues apart in a bordered matrix (`count` in `step`), since S's own computed inertia there is
