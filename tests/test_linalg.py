@@ -231,6 +231,7 @@ def test_ball_tracker_equals_the_dense_projection_along_rank_one_ascent(m, seed,
     # outside the ball at the start: the tracker declines rather than guess
     assert la.BallTracker(D * 1.01, tau).step(a, b) is None
 
+
 @pytest.mark.parametrize("m, seed, tau", [(128, 0, 0.01), (256, 0, 1e-4), (256, 1, 0.01)])
 def test_ball_tracker_counts_right_next_to_the_poles_of_a_start_on_the_sphere(m, seed, tau):
     """A start scaled onto the sphere as zou2018's ascent scales it (the Gram's eigendecomposition times

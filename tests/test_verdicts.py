@@ -479,7 +479,7 @@ def test_expression_values_are_cached_without_changing_them():
     assert third.evaluate({"m": 1}) == third.evaluate({"m": 1.0}) == pytest.approx(1 / 3, rel=1e-15)
     req = parse("m >= C**2 * log(n)", {"m", "C", "n"})
     assert req.holds({"m": 8, "C": 1, "n": 4}) and not req.holds({"m": 1, "C": 1, "n": 4})
-    assert e.evaluate({**vals, "m": np.float64(64.0)}) == first  # numpy scalars hash like floats
+    assert e.evaluate({**vals, "m": np.float64(64.0)}) == first  # a numpy scalar is hashable: its own entry
 
 
 def test_one_trend_rule_for_regime_paths_and_hunt_replays():

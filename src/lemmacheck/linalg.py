@@ -466,8 +466,10 @@ class BallTracker:
         self.ZY: list[torch.Tensor] = []
         self.ZX: list[torch.Tensor] = []
 
-    def _S(self, lam: float, Z: torch.Tensor, Minv: torch.Tensor) -> torch.Tensor:
-        S = Z.transpose(0, 1) @ (Z / (lam - self.lam0).unsqueeze(-1)) - Minv
+    @staticmethod
+    def _S(gap: torch.Tensor, Z: torch.Tensor, Minv: torch.Tensor) -> torch.Tensor:
+        """S(λ) over the rows of Z whose gaps λ − λ_0 are given."""
+        S = Z.transpose(0, 1) @ (Z / gap.unsqueeze(-1)) - Minv
         return 0.5 * (S + S.transpose(0, 1))
 
     def step(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
@@ -497,12 +499,10 @@ class BallTracker:
             # Schur complement, taken in two steps) and whose entries are all moderate.
             gap = lam - self.lam0
             near = gap <= self.NEAR * lam
-            if not bool(near.any()):
-                return int((torch.linalg.eigvalsh(self._S(lam, Z, Minv)) > 0).sum()) - r
-            ZF, ZN = Z[~near], Z[near]
-            SF = ZF.transpose(0, 1) @ (ZF / gap[~near].unsqueeze(-1)) - Minv
-            K = torch.cat([torch.cat([-torch.diag(gap[near]), ZN], 1),
-                           torch.cat([ZN.transpose(0, 1), 0.5 * (SF + SF.transpose(0, 1))], 1)], 0)
+            K = self._S(gap[~near], Z[~near], Minv)
+            if bool(near.any()):
+                ZN = Z[near]
+                K = torch.cat([torch.cat([-torch.diag(gap[near]), ZN], 1), torch.cat([ZN.transpose(0, 1), K], 1)], 0)
             return int((torch.linalg.eigvalsh(K) > 0).sum()) - r
 
         c = count(lo)
@@ -522,7 +522,7 @@ class BallTracker:
             pole = float(self.lam0[-1])  # S's nearest pole below the root (lo > pole was checked above)
             last = math.inf  # the previous step, relative to lambda
             for _ in range(100):
-                ev, vecs = torch.linalg.eigh(self._S(lam, Z, Minv))
+                ev, vecs = torch.linalg.eigh(self._S(lam - self.lam0, Z, Minv))
                 phi, y = float(ev[r - 1]), vecs[:, r - 1]
                 if phi > 0:
                     lo = lam
