@@ -413,6 +413,34 @@ def test_bench_operator_norm(benchmark, S, impl):
     assert bool((out >= exact).all()) and bool(((out - exact) / exact <= 1e-11).all())
 
 
+@pytest.mark.benchmark(group="differentiated operator norm of masked products (guo2024 Lemma B.5 (2) ascent)")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bench_operator_norm_gradient(benchmark, S, impl):
+    """The value and gradient of ||D W D W||_2 for the same batch, as an ascent that differentiates a product norm
+    takes them (guo2024 Lemma B.5 (2), allenzhu2018 Lemma C.7 (ii)): the SVD's autograd against
+    `linalg.operator_norm`'s top singular pair from the Gram's top eigenpair."""
+    c = S["op-norm"]
+    group = "differentiated operator norm of masked products (guo2024 Lemma B.5 (2) ascent)"
+    gen = torch.Generator().manual_seed(7)
+    W = torch.randn(c["R"], c["m"], c["m"], generator=gen, dtype=torch.float64) * (2 / c["m"]) ** 0.5
+    D = (torch.randn(c["R"], 2, c["m"], 1, generator=gen, dtype=torch.float64) > 0).to(torch.float64)
+    P = D[:, 1] * (W @ (D[:, 0] * W))
+    norm = {"straightforward": lambda M: torch.linalg.matrix_norm(M, ord=2), "lemmacheck": la.operator_norm}[impl]
+
+    def value_and_gradient():
+        M = P.clone().requires_grad_()
+        value = norm(M)
+        value.sum().backward()
+        return value.detach(), M.grad
+
+    out, grad = _run(benchmark, group, impl, value_and_gradient, c["R"])
+    Mr = P.clone().requires_grad_()
+    ref = torch.linalg.matrix_norm(Mr, ord=2)
+    ref.sum().backward()
+    assert bool(((out - ref.detach()).abs() / ref.detach() <= 1e-11).all())
+    assert float((grad - Mr.grad).abs().max()) <= 1e-9 * float(Mr.grad.abs().max())
+
+
 @pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")
 @pytest.mark.parametrize("impl", [*IMPLS, "dense Gram eigvalsh"])
 def test_bench_drawn_matrix_spectral_norm(benchmark, S, impl):
