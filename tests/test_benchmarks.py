@@ -395,6 +395,14 @@ def test_bench_top_eigenvalue(benchmark, S, impl):
     assert bool(((top - ref).abs() <= la.gram_rounding_bound(W)).all())
 
 
+def _masked_products(R: int, m: int) -> torch.Tensor:
+    """R products D W D W of a Gaussian m x m W (variance 2/m) with random 0/1 diagonal masks, (R, m, m)."""
+    gen = torch.Generator().manual_seed(7)
+    W = torch.randn(R, m, m, generator=gen, dtype=torch.float64) * (2 / m) ** 0.5
+    D = (torch.randn(R, 2, m, 1, generator=gen, dtype=torch.float64) > 0).to(torch.float64)
+    return D[:, 1] * (W @ (D[:, 0] * W))
+
+
 @pytest.mark.benchmark(group="operator norm of masked products (allenzhu2018 Lemma B.11: segment norms)")
 @pytest.mark.parametrize("impl", IMPLS)
 def test_bench_operator_norm(benchmark, S, impl):
@@ -403,10 +411,7 @@ def test_bench_operator_norm(benchmark, S, impl):
     eigenvalue, rounded up)."""
     c = S["op-norm"]
     group = "operator norm of masked products (allenzhu2018 Lemma B.11: segment norms)"
-    gen = torch.Generator().manual_seed(7)
-    W = torch.randn(c["R"], c["m"], c["m"], generator=gen, dtype=torch.float64) * (2 / c["m"]) ** 0.5
-    D = (torch.randn(c["R"], 2, c["m"], 1, generator=gen, dtype=torch.float64) > 0).to(torch.float64)
-    P = D[:, 1] * (W @ (D[:, 0] * W))
+    P = _masked_products(c["R"], c["m"])
     fn = {"straightforward": lambda: torch.linalg.matrix_norm(P, ord=2), "lemmacheck": lambda: la.operator_norm(P)}[impl]
     out = _run(benchmark, group, impl, fn, c["R"])
     exact = torch.linalg.matrix_norm(P, ord=2)
@@ -421,10 +426,7 @@ def test_bench_operator_norm_gradient(benchmark, S, impl):
     `linalg.operator_norm`'s top singular pair from the Gram's top eigenpair."""
     c = S["op-norm"]
     group = "differentiated operator norm of masked products (guo2024 Lemma B.5 (2) ascent)"
-    gen = torch.Generator().manual_seed(7)
-    W = torch.randn(c["R"], c["m"], c["m"], generator=gen, dtype=torch.float64) * (2 / c["m"]) ** 0.5
-    D = (torch.randn(c["R"], 2, c["m"], 1, generator=gen, dtype=torch.float64) > 0).to(torch.float64)
-    P = D[:, 1] * (W @ (D[:, 0] * W))
+    P = _masked_products(c["R"], c["m"])
     norm = {"straightforward": lambda M: torch.linalg.matrix_norm(M, ord=2), "lemmacheck": la.operator_norm}[impl]
 
     def value_and_gradient():

@@ -64,21 +64,31 @@ def top_eigenvalue(G: torch.Tensor) -> torch.Tensor:
     n = G.shape[-1]
     if G.device.type != "cpu" or G.requires_grad or n < TOP_EIG_MIN_N or G.numel() == 0:
         return torch.linalg.eigvalsh(G)[..., -1]
+    return _syevx_top(G.to(torch.float64).reshape(-1, n, n), vectors=False)[0].reshape(G.shape[:-2]).to(G.dtype)
+
+
+def _syevx_top(flat: torch.Tensor, vectors: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """LAPACK syevx for the top eigenvalue (and with `vectors` a unit eigenvector) of each float64 CPU matrix in
+    (B, n, n), its bisection run to full accuracy (abstol 2 * underflow)."""
     from scipy.linalg import lapack
 
     _scipy_blas_threads(torch.get_num_threads())
-    flat = G.to(torch.float64).reshape(-1, n, n)
-    out = torch.empty(flat.shape[0], dtype=torch.float64)
+    B, n = flat.shape[0], flat.shape[-1]
+    lam = torch.empty(B, dtype=torch.float64)
+    vec = torch.empty(B, n, dtype=torch.float64) if vectors else None
     tiny = 2 * np.finfo(np.float64).tiny
-    for k in range(flat.shape[0]):
+    for k in range(B):
         # symmetric, so the transpose is the same matrix and a Fortran-ordered view; syevx works on its own copy
-        w, _, found, _, info = lapack.dsyevx(to_numpy(flat[k]).T, compute_v=0, range="I", il=n, iu=n, abstol=tiny)
+        w, z, found, _, info = lapack.dsyevx(to_numpy(flat[k]).T, compute_v=int(vectors), range="I", il=n, iu=n,
+                                             abstol=tiny)
         if info != 0 or found != 1:
             finite = "" if bool(torch.isfinite(flat[k]).all()) else " with non-finite entries"
             raise ArithmeticError(f"LAPACK dsyevx returned info {info} and {found} eigenvalues for the top of a "
                                   f"{n}x{n} symmetric matrix{finite}")
-        out[k] = float(w[0])
-    return out.reshape(G.shape[:-2]).to(G.dtype)
+        lam[k] = float(w[0])
+        if vec is not None:
+            vec[k] = torch.from_numpy(z[:, 0])
+    return lam, vec
 
 
 def gram_rounding_bound(W: torch.Tensor) -> torch.Tensor:
@@ -133,20 +143,8 @@ def top_eigenpair(G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if n < TOP_EIG_MIN_N:
         lam, V = torch.linalg.eigh(flat)
         return lam[:, -1].reshape(G.shape[:-2]), V[:, :, -1].reshape(*G.shape[:-2], n)
-    from scipy.linalg import lapack
-
-    _scipy_blas_threads(torch.get_num_threads())
-    lam = torch.empty(flat.shape[0], dtype=torch.float64)
-    vec = torch.empty(flat.shape[0], n, dtype=torch.float64)
-    tiny = 2 * np.finfo(np.float64).tiny
-    for k in range(flat.shape[0]):
-        w, z, found, _, info = lapack.dsyevx(to_numpy(flat[k]).T, compute_v=1, range="I", il=n, iu=n, abstol=tiny)
-        if info != 0 or found != 1:
-            finite = "" if bool(torch.isfinite(flat[k]).all()) else " with non-finite entries"
-            raise ArithmeticError(f"LAPACK dsyevx returned info {info} and {found} eigenpairs for the top of a "
-                                  f"{n}x{n} symmetric matrix{finite}")
-        lam[k] = float(w[0])
-        vec[k] = torch.from_numpy(z[:, 0])
+    lam, vec = _syevx_top(flat, vectors=True)
+    assert vec is not None
     return lam.reshape(G.shape[:-2]), vec.reshape(*G.shape[:-2], n)
 
 
