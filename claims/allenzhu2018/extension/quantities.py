@@ -165,7 +165,7 @@ def segment_spectral_norm(ctx: Context) -> Observation:
     # With W~ kept, the target depends on W' only through the (piecewise constant) patterns: no gradient.
     search = "random" if variant == "patterns" else ctx.search
     value, found = maximise(target, [W], _radius(ctx), search, ctx.generator, steps=int(ctx.arg("steps", 10)))
-    return Observation(value, extras={"found_by": found}, method=f"operator-norm (SVD under autograd); search={search}")
+    return Observation(value, extras={"found_by": found}, method=f"linalg.operator_norm; search={search}")
 
 
 @QUANTITIES.register("rnn-backward-sparse-sup", "max over i, L >= l2 >= l1 >= 1 of sup over unit k-sparse y (k = "

@@ -92,7 +92,7 @@ def _kernels(ctx: Context, dn: net.DuNet, X: torch.Tensor) -> tuple[du_kernels.D
 
 
 def _c_w0(Ws: list[torch.Tensor], m: int) -> torch.Tensor:
-    """The tightest c_{w,0} of the sample: max_h ‖W^{(h)}(0)‖₂ / √m (exact SVD)."""
+    """The tightest c_{w,0} of the sample: max_h ‖W^{(h)}(0)‖₂ / √m (the Grams' top eigenvalues, rounded up)."""
     return torch.stack([spectral_norm(W)[0] for W in Ws], -1).amax(-1) / math.sqrt(m)
 
 
@@ -292,7 +292,7 @@ def forward_perturbation_ratio(kind: str, ctx: Context) -> Observation:
     value, found = maximise(target, Ws, math.sqrt(dn.m) * R, ctx.search, ctx.generator,
                             steps=int(ctx.arg("steps", 20)), norm="frobenius")
     return Observation(value, valid=_ok(dn, X.shape[0], R <= c_w0), extras={"found_by": found, "c_w0": c_w0, "c_x0": c_x0},
-                       method=f"search={ctx.search} (Frobenius balls); exact SVD for c_w0")
+                       method=f"search={ctx.search} (Frobenius balls); c_w0 from the Grams' top eigenvalues")
 
 
 def gradient_norm(kind: str, ctx: Context) -> Observation:
@@ -358,7 +358,7 @@ def gradient_norm_ratio(kind: str, ctx: Context) -> Observation:
     norms = fwd.norms()
     valid = _ok(dn, X.shape[0], (norms.amax(dim=(-1, -2)) <= c_x0) & (norms.amin(dim=(-1, -2)) >= 1 / c_x0))
     return Observation(per.amax(-1) / Q, valid=valid, extras={"c_w0": c_w0, "c_x0": c_x0},
-                       method="closed-form gradient; exact SVD for c_w0")
+                       method="closed-form gradient; c_w0 from the Grams' top eigenvalues")
 
 
 # ------------------------------------------------------------------------------------ gradient descent
@@ -451,7 +451,7 @@ def gd_movement_bound_ratio(kind: str, ctx: Context) -> Observation:
         raise EstimatorError(f"which = '{which}': expected 'movement' or 'step'")
     valid = ok & _condition_6_1(tr, eta, K.lambda0, ctx.i("T"))
     return Observation(value, valid=valid, extras={"eta": eta, "lambda0": K.lambda0, "c_w0": cw[0]},
-                       method=f"{method}; exact SVD for c_w0")
+                       method=f"{method}; c_w0 from the Grams' top eigenvalues")
 
 
 def gd_second_order_ratio(kind: str, ctx: Context) -> Observation:

@@ -181,7 +181,7 @@ def product_spectral_norm(ctx: Context) -> Observation:
     # With W^(0) kept, the target depends on W' only through the (piecewise constant) patterns: no gradient.
     search = "random" if variant == "patterns" else ctx.search
     value, found = maximise(norms, Ws, _omega(ctx), search, ctx.generator, steps=int(ctx.arg("steps", 10)))
-    return Observation(value, extras={"found_by": found}, method=f"operator-norm (SVD under autograd); search={search}")
+    return Observation(value, extras={"found_by": found}, method=f"linalg.operator_norm; search={search}")
 
 
 @QUANTITIES.register("guo2024-back-operator-norm", "max over i, a in [L] of ||Back_{i,a}||_2 = ||B D_{i,L} W_L ... "

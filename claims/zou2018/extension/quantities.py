@@ -318,7 +318,7 @@ def near_zero_preactivation_ratio(ctx: Context) -> Observation:
 
 
 @QUANTITIES.register("masked-product-norm", "max over i, 1 <= l1 < l2 <= L of Lambda = ||W_{l2}^T Sigma_{l2-1,i} "
-                     "W_{l2-1}^T ... Sigma_{l1,i} W_{l1}^T||_2 (Lemma A.8), exact SVD", networks=NET)
+                     "W_{l2-1}^T ... Sigma_{l1,i} W_{l1}^T||_2 (Lemma A.8), the Gram's top eigenvalue rounded up", networks=NET)
 def masked_product_norm(ctx: Context) -> Observation:
     Ws, X = _init(ctx)
     fwd = net.forward(Ws, X)
@@ -675,7 +675,7 @@ def gradient_upper_ratio(ctx: Context) -> Observation:
 
 
 def _displacement(Ws: list[torch.Tensor], W0: list[torch.Tensor]) -> torch.Tensor:
-    """max_l ||W_l - W_l^(0)||_2 per replicate (exact SVD)."""
+    """max_l ||W_l - W_l^(0)||_2 per replicate (the Gram's top eigenvalue, rounded up)."""
     return torch.stack([spectral_norm(W - V)[0] for W, V in zip(Ws, W0)], -1).amax(-1)
 
 
@@ -716,7 +716,7 @@ def gd_displacement(ctx: Context) -> Observation:
         Ws = [W - eta * G for W, G in zip(Ws, grads)]
         worst = torch.maximum(worst, _displacement(Ws, W0))
     return Observation(worst, valid=valid, extras={"eta": torch.full_like(worst, eta)},
-                       method=f"{'SGD' if ctx.i('B', n) < n else 'GD'}, K = {K} steps at eta = T/K, exact SVD")
+                       method=f"{'SGD' if ctx.i('B', n) < n else 'GD'}, K = {K} steps at eta = T/K, exact norms (Gram top eigenvalue, rounded up)")
 
 
 @QUANTITIES.register("hitting-time", "K eta, K = first (S)GD iteration with L_S(W^(K)) <= eps (logistic loss, "
