@@ -156,6 +156,8 @@ def main() -> int:
                     todo.append(c)
                     continue
                 row = {"claim": c.id, "errors": "worker killed"}
+            except Exception as exc:  # noqa: BLE001  (one claim that cannot be planned is named; the rest go on)
+                row = {"claim": futs[f].id, "errors": f"{type(exc).__name__}: {exc}"}
             rows.append(row)
             w.writerow(row)
             out.flush()

@@ -113,6 +113,44 @@ def test_extension_module_registers_a_quantity_without_touching_src(tmp_path):
     assert not errors and claims[0].check.quantity == "test-ext-uniform"
 
 
+def test_a_claim_sent_to_a_fresh_process_brings_its_papers_plugin(tmp_path):
+    """A Claim object pickled to a worker (a process pool, Dask) names a network and a quantity that resolve only
+    once its paper's plugin is registered there: unpickling loads it, so re-parsing the claim (a hunt's pinned
+    dataset does) works in a process that never loaded the paper. Its errors travel back whole (ClaimError's
+    fields survive pickling; by default they did not, and the failed unpickling broke the process pool)."""
+    import pickle
+    import subprocess
+    import sys
+
+    d = tmp_path / "claims" / "netpaper"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(
+        "import torch\n"
+        "from lemmacheck.context import Observation\n"
+        "from lemmacheck.registry import NETWORKS, QUANTITIES\n"
+        "NETWORKS.register('test-pickled-net', 'a network only this plugin registers')(__name__)\n"
+        "@QUANTITIES.register('test-pickled-uniform', 'a uniform draw', networks=('test-pickled-net',))\n"
+        "def uniform(ctx):\n"
+        "    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))\n")
+    (d / "u.toml").write_text(
+        'id = "netpaper/fact-1/uniform"\npaper = "netpaper"\nresult = "Fact 1"\ntitle = "u <= 1"\n'
+        'statement = "u \\\\le 1"\nkind = "probability-tool"\nnetwork = "test-pickled-net"\n'
+        '[check]\nquantity = "test-pickled-uniform"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
+    claims, errors = load_claims([d])
+    assert not errors
+    (tmp_path / "claim.pkl").write_bytes(pickle.dumps(claims[0]))
+    child = ("import pickle, sys\n"
+             "from lemmacheck.claims import parse_claim\n"
+             "c = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+             "print(parse_claim(c.raw, c.source).network)\n")
+    out = subprocess.run([sys.executable, "-c", child, str(tmp_path / "claim.pkl")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "test-pickled-net"
+    err = pickle.loads(pickle.dumps(ClaimError("a/b.toml", "check.x", "bad", "fix it")))
+    assert (err.path, err.field, err.problem, err.fix) == ("a/b.toml", "check.x", "bad", "fix it")
+    assert str(err) == "a/b.toml: field 'check.x': bad (fix: fix it)"
+
+
 PAPER = """
 key     = "toy"
 title   = "A toy paper"

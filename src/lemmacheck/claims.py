@@ -150,6 +150,15 @@ class Claim:
     source: Path
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A claim sent to another process (a worker pool, Dask) names its network and quantity, which resolve only
+        # once its paper's plugin is registered there: load it with the claim, as load_claim does.
+        self.__dict__.update(state)
+        from .builtin import load_installed_extensions
+
+        load_installed_extensions()
+        load_extension(Path(self.source).parent)
+
     @cached_property
     def snapshot(self) -> str:
         """The claim as run: canonical JSON of its file's contents, stored with the run and sent to workers

@@ -22,6 +22,11 @@ class ClaimError(LemmacheckError):
             msg += f" (fix: {fix})"
         super().__init__(msg)
 
+    def __reduce__(self):
+        # raised in a worker process, it travels back pickled: by default Exception pickles its message alone,
+        # which this __init__ cannot take, and the failed unpickling breaks the whole process pool
+        return (type(self), (self.path, self.field, self.problem, self.fix))
+
 
 class EstimatorError(LemmacheckError):
     """A quantity estimator produced unusable output (NaN, wrong shape) for a configuration."""

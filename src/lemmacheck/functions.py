@@ -113,6 +113,9 @@ class FunctionSpecError(ValueError):
         self.field, self.problem, self.fix = field, problem, fix
         super().__init__(f"{field}: {problem}" + (f" ({fix})" if fix else ""))
 
+    def __reduce__(self):  # picklable from a worker process (errors.ClaimError.__reduce__ says why)
+        return (type(self), (self.field, self.problem, self.fix))
+
 
 @dataclass(frozen=True)
 class Member:
