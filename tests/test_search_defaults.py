@@ -289,6 +289,33 @@ def test_a_counterexample_hunted_in_a_run_is_replayed_on_its_siblings_in_that_ru
     assert replayed and all(c.pinned["points"] in hunted for c in replayed)
 
 
+def test_a_sibling_redrawn_by_update_gets_the_counterexamples_hunted_earlier_in_the_run(p2, tmp_path):
+    # --update redraws an edited claim without hunting the others again: the counterexamples their hunts found
+    # (recorded with the probes) are replayed on it as in a fresh run; claims that keep their plans get no copies.
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    source = p2["symmetric"]
+    raw = copy.deepcopy(p2["symmetric-sum"].raw)
+    raw["profiles"]["full"]["hunt"] = 0
+    sibling = parse_claim(raw, p2["symmetric-sum"].source)
+    store = Store(tmp_path / "u.db")
+    rid = run_claims([source, sibling], store, profile="full", seed=0)
+    fresh = {r.claim.id: r for r in evaluate(store, rid, [source, sibling])}
+    assert fresh[sibling.id].verdict == "violated" and any(c.pinned for c in fresh[sibling.id].configs)
+    assert store.counterexamples(rid).keys() == {source.id}
+    assert run_claims([source, sibling], store, profile="full", seed=0, update=True) == rid  # nothing changed
+    assert [len(store.configs(rid, c.id)) for c in (source, sibling)] == \
+        [len(fresh[c.id].configs) for c in (source, sibling)]
+    raw["notes"] = "edited: the update redraws it"
+    edited = parse_claim(raw, p2["symmetric-sum"].source)
+    assert run_claims([source, edited], store, profile="full", seed=0, update=True) == rid
+    redrawn = evaluate(store, rid, [edited])[0]
+    assert redrawn.verdict == "violated"
+    assert [(c.params, c.pinned, c.violations) for c in redrawn.configs] == \
+        [(c.params, c.pinned, c.violations) for c in fresh[sibling.id].configs]
+
+
 def test_a_hunt_that_raises_never_sinks_the_run_and_resume_hunts_again(tmp_path, monkeypatch):
     # A bug in a hunt (here: the hunt itself raising) is recorded with its traceback; the claim runs its profile
     # unhunted, flagged, and the other claims are unaffected. After the fix, --resume plans and hunts it afresh.

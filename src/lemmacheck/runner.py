@@ -400,6 +400,12 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         else:
             shards.extend(planner.admit(claim, [] if claim.mode == "infeasible"
                                        else recorded or plan(claim, profile, seed)))
+    # A claim redrawn by --update or --resume gets the counterexamples that claims sharing its setting found in
+    # this run's earlier hunts replayed on it, as a fresh run would give it (claims that keep their plans have them)
+    hunting = {t.claim_id for t in hunts}
+    for cid, counterexample in store.counterexamples(run_id).items():
+        if cid in planner.by_id and cid not in hunting:
+            shards.extend(planner.replay(planner.by_id[cid], counterexample))
     # hunts first (a claim's plan waits for its own), then the chains of sequential shards (each is a path of
     # dependent shards, the longest in the run), then the fixed-size shards that fill in around them
     chains = [t for t in shards if planner.is_chain(t)]
@@ -469,12 +475,12 @@ class _Planner:
         claim = self.by_id[task.claim_id]
         tasks = self.admit(claim, plan(claim, self.profile, self.seed, hunted=outcome))
         self.store.record_probes(self.run_id, claim.id, cells, self.hunt_cost[task.claim_id],
-                                 error[0] if error else None)
+                                 error[0] if error else None, counterexample)
         if counterexample is not None:
-            tasks += self._replay(claim, counterexample)
+            tasks += self.replay(claim, counterexample)
         return tasks
 
-    def _replay(self, source: Claim, counterexample: dict) -> list[ShardTask]:
+    def replay(self, source: Claim, counterexample: dict) -> list[ShardTask]:
         from . import corpus
         from .hunt import Probe
 

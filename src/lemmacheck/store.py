@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS probes (
     cells       TEXT NOT NULL,   -- JSON list: where a hunt's probes landed (corpus.probe_cells), for coverage
     seconds     REAL NOT NULL,   -- the hunt's CPU seconds
     error       TEXT,            -- the hunt's unexpected exception with its traceback, if it raised
+    counterexample TEXT,         -- JSON (hunt.Probe.to_json) of the hunt's counterexample, replayed on its siblings
     PRIMARY KEY (run_id, claim_id)
 );
 """
@@ -122,8 +123,10 @@ class Store:
             self.db.executescript(SCHEMA)
             if "pinned" not in self._config_columns():  # a store written before configurations recorded it
                 self.db.execute("ALTER TABLE configs ADD COLUMN pinned TEXT")
-            if "error" not in {r[1] for r in self.db.execute("PRAGMA table_info(probes)")}:
-                self.db.execute("ALTER TABLE probes ADD COLUMN error TEXT")
+            probe_columns = {r[1] for r in self.db.execute("PRAGMA table_info(probes)")}
+            for column in ("error", "counterexample"):  # stores written before probes kept them
+                if column not in probe_columns:
+                    self.db.execute(f"ALTER TABLE probes ADD COLUMN {column} TEXT")
             if self.db.execute("PRAGMA application_id").fetchone()[0] == 0:
                 self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         except sqlite3.DatabaseError as exc:
@@ -317,10 +320,21 @@ class Store:
         self._tx(stmts)
 
     def record_probes(self, run_id: int, claim_id: str, cells: list[dict[str, Any]], seconds: float,
-                      error: str | None = None) -> None:
-        """Where a claim's hunt probed (written once, with the plan the hunt gave), or the exception it raised."""
-        self._tx([("INSERT OR IGNORE INTO probes (run_id, claim_id, cells, seconds, error) VALUES (?,?,?,?,?)",
-                   (run_id, claim_id, json.dumps(cells), seconds, error))])
+                      error: str | None = None, counterexample: dict[str, Any] | None = None) -> None:
+        """Where a claim's hunt probed (written once, with the plan the hunt gave), the exception it raised, and
+        its counterexample (what the run replays on the claims that share its setting)."""
+        sql = "INSERT OR IGNORE INTO probes (run_id, claim_id, cells, seconds, error, counterexample) VALUES (?,?,?,?,?,?)"
+        ce = json.dumps(counterexample) if counterexample is not None else None
+        self._tx([(sql, (run_id, claim_id, json.dumps(cells), seconds, error, ce))])
+
+    def counterexamples(self, run_id: int) -> dict[str, dict[str, Any]]:
+        """claim id -> the counterexample its hunt found in this run (none recorded in stores from before probes
+        kept them)."""
+        if not self._has_probes():
+            return {}
+        rows = self.db.execute("SELECT claim_id, counterexample FROM probes WHERE run_id=? AND counterexample "
+                               "IS NOT NULL", (run_id,))
+        return {cid: json.loads(ce) for cid, ce in rows}
 
     def hunt_error(self, run_id: int, claim_id: str) -> str | None:
         """The exception the claim's hunt raised in this run (its traceback), else None."""
