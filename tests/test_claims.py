@@ -94,22 +94,31 @@ def test_modes(claims_dir):
     assert inf.mode == "infeasible" and inf.expect == "infeasible"
 
 
-def test_extension_module_registers_a_quantity_without_touching_src(tmp_path):
-    """A new paper's quantity lives beside its claims (claims/<paper>/extension.py)."""
-    d = tmp_path / "claims" / "newpaper"
+def _uniform_plugin_paper(root: Path, paper: str, quantity: str, network: str = "scalar") -> Path:
+    """A paper folder with a plugin registering `quantity` (a uniform draw; and `network`, unless it is the built-in
+    scalar one) and one claim, u <= 1, on it."""
+    d = root / "claims" / paper
     d.mkdir(parents=True)
+    own_network = "" if network == "scalar" else (
+        f"NETWORKS.register('{network}', 'a network only this plugin registers')(__name__)\n")
     (d / "extension.py").write_text(
         "import torch\n"
         "from lemmacheck.context import Observation\n"
-        "from lemmacheck.registry import QUANTITIES\n"
-        "@QUANTITIES.register('test-ext-uniform', 'a uniform draw on [0, 1]', networks=('scalar',))\n"
+        "from lemmacheck.registry import NETWORKS, QUANTITIES\n"
+        + own_network
+        + f"@QUANTITIES.register('{quantity}', 'a uniform draw on [0, 1]', networks=('{network}',))\n"
         "def uniform(ctx):\n"
         "    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))\n")
     (d / "u.toml").write_text(
-        'id = "newpaper/fact-1/uniform"\npaper = "newpaper"\nresult = "Fact 1"\ntitle = "u <= 1"\n'
-        'statement = "u \\\\le 1"\nkind = "probability-tool"\nnetwork = "scalar"\n'
-        '[check]\nquantity = "test-ext-uniform"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
-    claims, errors = load_claims([d])
+        f'id = "{paper}/fact-1/uniform"\npaper = "{paper}"\nresult = "Fact 1"\ntitle = "u <= 1"\n'
+        f'statement = "u \\\\le 1"\nkind = "probability-tool"\nnetwork = "{network}"\n'
+        f'[check]\nquantity = "{quantity}"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
+    return d
+
+
+def test_extension_module_registers_a_quantity_without_touching_src(tmp_path):
+    """A new paper's quantity lives beside its claims (claims/<paper>/extension.py)."""
+    claims, errors = load_claims([_uniform_plugin_paper(tmp_path, "newpaper", "test-ext-uniform")])
     assert not errors and claims[0].check.quantity == "test-ext-uniform"
 
 
@@ -122,20 +131,7 @@ def test_a_claim_sent_to_a_fresh_process_brings_its_papers_plugin(tmp_path):
     import subprocess
     import sys
 
-    d = tmp_path / "claims" / "netpaper"
-    d.mkdir(parents=True)
-    (d / "extension.py").write_text(
-        "import torch\n"
-        "from lemmacheck.context import Observation\n"
-        "from lemmacheck.registry import NETWORKS, QUANTITIES\n"
-        "NETWORKS.register('test-pickled-net', 'a network only this plugin registers')(__name__)\n"
-        "@QUANTITIES.register('test-pickled-uniform', 'a uniform draw', networks=('test-pickled-net',))\n"
-        "def uniform(ctx):\n"
-        "    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))\n")
-    (d / "u.toml").write_text(
-        'id = "netpaper/fact-1/uniform"\npaper = "netpaper"\nresult = "Fact 1"\ntitle = "u <= 1"\n'
-        'statement = "u \\\\le 1"\nkind = "probability-tool"\nnetwork = "test-pickled-net"\n'
-        '[check]\nquantity = "test-pickled-uniform"\nrelation = "<="\nbound = "1"\nprobability = "always"\n')
+    d = _uniform_plugin_paper(tmp_path, "netpaper", "test-pickled-uniform", network="test-pickled-net")
     claims, errors = load_claims([d])
     assert not errors
     (tmp_path / "claim.pkl").write_bytes(pickle.dumps(claims[0]))
