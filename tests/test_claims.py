@@ -1,5 +1,6 @@
 """Claim-file validation: every malformed file gets one clear error naming the file, the field and the fix."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,34 @@ def test_a_claim_sent_to_a_fresh_process_brings_its_papers_plugin(tmp_path):
     err = pickle.loads(pickle.dumps(ClaimError("a/b.toml", "check.x", "bad", "fix it")))
     assert (err.path, err.field, err.problem, err.fix) == ("a/b.toml", "check.x", "bad", "fix it")
     assert str(err) == "a/b.toml: field 'check.x': bad (fix: fix it)"
+
+
+def test_a_worker_registers_installed_extensions_before_the_claim_it_runs(tmp_path, monkeypatch):
+    """A shard's worker rebuilds its claim from the run's snapshot; a network or quantity an installed package
+    registers (entry point `lemmacheck.extensions`) must be there too, as it is for load_claim."""
+    import torch
+
+    from lemmacheck import builtin
+    from lemmacheck.claims import claim_from_snapshot
+    from lemmacheck.context import Observation
+    from lemmacheck.registry import NETWORKS, QUANTITIES
+
+    class InstalledPackage:
+        def load(self):
+            NETWORKS.register("test-installed-net", "a network an installed package registers")("test_installed")
+
+            @QUANTITIES.register("test-installed-uniform", "a uniform draw", networks=("test-installed-net",))
+            def uniform(ctx):
+                return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))
+
+    monkeypatch.setattr(builtin, "entry_points", lambda group: [InstalledPackage()])
+    monkeypatch.setattr(builtin, "_installed_loaded", False)  # a fresh worker: nothing loaded yet
+    raw = {"id": "installedpaper/fact-1/uniform", "paper": "installedpaper", "result": "Fact 1", "title": "u <= 1",
+           "statement": "u \\le 1", "kind": "probability-tool", "network": "test-installed-net",
+           "check": {"quantity": "test-installed-uniform", "relation": "<=", "bound": "1", "probability": "always"}}
+    (tmp_path / "installedpaper").mkdir()
+    claim = claim_from_snapshot(str(tmp_path / "installedpaper" / "u.toml"), json.dumps(raw, sort_keys=True))
+    assert claim.network == "test-installed-net"
 
 
 PAPER = """

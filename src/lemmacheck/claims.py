@@ -154,10 +154,7 @@ class Claim:
         # A claim sent to another process (a worker pool, Dask) names its network and quantity, which resolve only
         # once its paper's plugin is registered there: load it with the claim, as load_claim does.
         self.__dict__.update(state)
-        from .builtin import load_installed_extensions
-
-        load_installed_extensions()
-        load_extension(Path(self.source).parent)
+        load_plugins(Path(self.source).parent)
 
     @cached_property
     def snapshot(self) -> str:
@@ -599,11 +596,16 @@ def load_extension(folder: Path) -> ModuleType | None:
     return module
 
 
+def load_plugins(folder: Path) -> None:
+    """Register everything a claim in `folder` may name: installed packages' extensions and the folder's plugin."""
+    load_installed_extensions()
+    load_extension(folder)
+
+
 def load_claim(path: str | Path) -> Claim:
     """Load and validate one claim file, read afresh on every call (an edited file is never served stale)."""
     path = Path(path)
-    load_installed_extensions()
-    load_extension(path.parent)
+    load_plugins(path.parent)
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
@@ -669,7 +671,7 @@ def claim_from_snapshot(source: str, text: str) -> Claim:
     """Rebuild a claim from its `Claim.snapshot` (cached: a worker parses each definition once). Workers run what
     the run recorded, even if the file is edited while the run is going."""
     path = Path(source)
-    load_extension(path.parent)
+    load_plugins(path.parent)
     return parse_claim(json.loads(text), path)
 
 

@@ -102,6 +102,11 @@ def gram_rounding_bound(W: torch.Tensor) -> torch.Tensor:
     return (gamma + 4 * n * u) * fro2
 
 
+def _norm_rounded_up(lam: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """||W||_2 from its Gram's computed top eigenvalue `lam`, raised by the rounding bound: never below the exact."""
+    return (lam.clamp_min(0) + gram_rounding_bound(W)).sqrt()
+
+
 def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torch.Tensor, str]:
     """Largest singular value of each matrix in a batch (..., a, b), never below the exact one; returns (norms,
     method). Up to `exact_max` the rounded-up square root of the Gram's largest eigenvalue (relative excess about
@@ -110,7 +115,7 @@ def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torc
     the blocks, slower than the dense eigensolver wherever both were timed (docs/performance.md)."""
     if min(W.shape[-2:]) <= exact_max:
         lam = top_eigenvalue(gram(W))
-        s = (lam.clamp_min(0) + gram_rounding_bound(W)).sqrt()
+        s = _norm_rounded_up(lam, W)
         return s.to(W.dtype), "gram-eigvalsh (rounded up)"
     flat = W.reshape(-1, *W.shape[-2:])
     out = torch.empty(flat.shape[0], dtype=W.dtype, device=W.device)
@@ -167,7 +172,7 @@ class _TopSingular(torch.autograd.Function):
         else:  # x = u1 (the Gram is A A^T)
             u, v = x, (A.transpose(-1, -2) @ x.unsqueeze(-1)).squeeze(-1) / denom
         ctx.save_for_backward(u.to(M.dtype), v.to(M.dtype))
-        return (lam.clamp_min(0) + gram_rounding_bound(A)).sqrt().to(M.dtype)
+        return _norm_rounded_up(lam, A).to(M.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
