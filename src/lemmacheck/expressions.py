@@ -93,9 +93,10 @@ class Expr:
         # the type travels with each value: sympy substitutes an int exactly and a float as a Float
         key = tuple((n, type(values[n]), values[n]) for n in sorted(self.names))
         try:
-            return _evaluate(self.sym, key)
+            hash(key)
         except TypeError:  # an unhashable value (an array): evaluated uncached
             return _evaluate.__wrapped__(self.sym, key)
+        return _evaluate(self.sym, key)
 
     def holds(self, values: Mapping[str, float]) -> bool:
         """Truth value of a relational/boolean expression (a `requires`)."""
