@@ -1,6 +1,7 @@
 """What cutting a profile's replicates would cost in verdicts and save in time, read off a run already made.
 
     python scripts/replicate_cut.py --db full.db --fraction 0.5 --fraction 0.25 [--claims claims] [--out cut.csv]
+    python scripts/replicate_cut.py --db full.db --fraction 0.5 --save 1500 [--write]
 
 A shard's draws depend only on its configuration's seed and its index (shards.shard_seed), never on how many shards
 the configuration has, so a configuration cut to its first k shards is exactly what a run at k x shard_size
@@ -15,6 +16,11 @@ it hunts less and pins other configurations: such claims are counted (pin `hunt 
 hunt as it was). The hunts' seconds are not cut.
 
 Per fraction: the verdict tally, every verdict that changes, the seconds saved; `--out` a CSV per claim.
+
+`--save SECONDS` (one fraction) chooses a budget cut: the claims whose verdict on these draws is the same at the
+fraction, costliest saving first, until the saving reaches SECONDS; `--write` then sets their replicates in the
+claim files, pinning `hunt` where the default hunt would shrink, so that re-running them draws exactly the kept
+shards and hunts as before.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import argparse
 import collections
 import csv
 import math
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -83,6 +90,49 @@ def hunt_shrinks(claim: Any, fraction: float, profile: str) -> bool:
     return corpus.hunt_budget(smaller, profile) < corpus.hunt_budget(claim, profile)
 
 
+def chosen(rows: dict[str, dict[str, Any]], fraction: float, target: float) -> list[str]:
+    """The claims a budget cut takes: costliest saving first among those whose verdict at `fraction` is their
+    full verdict (on these draws), until the savings reach `target` seconds."""
+    ok = [r for r in rows.values() if r[f"verdict_{fraction:g}"] == r["verdict"] and r[f"saved_s_{fraction:g}"] > 0]
+    out, saved = [], 0.0
+    for r in sorted(ok, key=lambda r: (-r[f"saved_s_{fraction:g}"], r["claim"])):
+        if saved >= target:
+            break
+        out.append(r["claim"])
+        saved += r[f"saved_s_{fraction:g}"]
+    return out
+
+
+def cut_replicates(replicates: int, shard_size: int, fraction: float) -> int:
+    """What TruncatedStore keeps of a configuration of `replicates` draws: its first ceil(fraction x shards)
+    shards (a one-shard configuration whole)."""
+    n = -(-replicates // shard_size)
+    return replicates if n < 2 else min(replicates, math.ceil(n * fraction) * shard_size)
+
+
+def write_cut(claim: Any, fraction: float, profile: str) -> str:
+    """The claim file's text with [profiles.<profile>] at the cut replicates (and `hunt` pinned at the default
+    budget the full replicates gave, where the cut would shrink it), a comment saying why."""
+    prof = claim.profiles[profile]
+    new = cut_replicates(prof.replicates, prof.shard_size, fraction)
+    lines = claim.source.read_text().splitlines(keepends=True)
+    head = next((i for i, ln in enumerate(lines) if ln.strip() == f"[profiles.{profile}]"), None)
+    if head is None:
+        raise ValueError(f"{claim.source}: no [profiles.{profile}] table to edit")
+    end = next((i for i in range(head + 1, len(lines)) if lines[i].lstrip().startswith("[")
+                and not lines[i].lstrip().startswith("[[")), len(lines))
+    pin = (f"hunt = {corpus.hunt_budget(claim, profile)}\n" if hunt_shrinks(claim, fraction, profile) else "")
+    note = (f"# {new} replicates, not the design's {prof.replicates}: the full profile's hour (reports/README.md, Cost);"
+            f"\n# the published run reads the same verdict on its first {new} draws of each configuration.\n")
+    for i in range(head + 1, end):
+        if re.match(r"replicates\s*=", lines[i]):
+            lines[i] = note + f"replicates = {new}\n" + pin
+            break
+    else:
+        lines.insert(head + 1, note + f"replicates = {new}\n" + pin)
+    return "".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", required=True, help="the results store of a finished run")
@@ -91,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of each configuration's shards kept (repeatable)")
     ap.add_argument("--claims", nargs="*", default=["claims"], help="where the claims live (default: claims)")
     ap.add_argument("--out", help="CSV: per claim, its seconds and its verdict at each fraction")
+    ap.add_argument("--save", type=float, metavar="SECONDS",
+                    help="with one --fraction: choose claims to cut until SECONDS of shards are saved")
+    ap.add_argument("--write", action="store_true", help="with --save: edit the chosen claim files")
     args = ap.parse_args(argv)
+    if (args.save is not None or args.write) and (len(args.fraction) != 1 or args.save is None):
+        ap.error("--save takes exactly one --fraction, and --write needs --save")
     claims, errors = load_claims(args.claims)
     for e in errors:
         print(e, file=sys.stderr)
@@ -134,6 +189,19 @@ def main(argv: list[str] | None = None) -> int:
     kept = sum(rows[cid][f"saved_s_{f:g}"] for cid, f in best.items())
     print(f"\nverdict-preserving per claim: {len(best)} of {len(rows)} claims cut "
           f"({dict(collections.Counter(best.values()))} by fraction), saving {kept:.0f} shard seconds")
+    if args.save is not None:
+        f = args.fraction[0]
+        pick = chosen(rows, f, args.save)
+        by_id = {c.id: c for c in claims}
+        print(f"\nbudget cut at fraction {f:g}: {len(pick)} claims, saving "
+              f"{sum(rows[cid][f'saved_s_{f:g}'] for cid in pick):.0f} shard seconds")
+        for cid in pick:
+            prof = by_id[cid].profiles[profile]
+            print(f"  {cid}: {rows[cid]['seconds']:.0f} s, replicates {prof.replicates} -> "
+                  f"{cut_replicates(prof.replicates, prof.shard_size, f)}, saves {rows[cid][f'saved_s_{f:g}']:.0f} s"
+                  + (", hunt pinned" if hunt_shrinks(by_id[cid], f, profile) else ""))
+            if args.write:
+                by_id[cid].source.write_text(write_cut(by_id[cid], f, profile))
     if args.out:
         with open(args.out, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(next(iter(rows.values()))))

@@ -89,3 +89,32 @@ def test_a_one_shard_configuration_is_kept_whole(gauss_dir):
     view = replicate_cut.TruncatedStore(store, 0.25)
     res = evaluate(view, run_id, [claim])[0]
     assert [c.drawn for c in res.configs] == [40] * 3 and not view.saved
+
+
+def test_a_budget_cut_takes_the_costliest_savings_that_keep_their_verdict():
+    rows = {c: {"claim": c, "verdict": v, "verdict_0.5": w, "saved_s_0.5": s}
+            for c, v, w, s in [("a", "holds", "holds", 10.0), ("b", "holds", "inconclusive", 50.0),
+                               ("c", "violated", "violated", 30.0), ("d", "holds", "holds", 5.0),
+                               ("e", "holds", "holds", 0.0)]}
+    assert replicate_cut.chosen(rows, 0.5, 35) == ["c", "a"]  # b would change its verdict; stops once 35 s are saved
+    assert replicate_cut.chosen(rows, 0.5, 1e9) == ["c", "a", "d"]  # nothing that saves nothing
+    assert replicate_cut.cut_replicates(320, 40, 0.5) == 160
+    assert replicate_cut.cut_replicates(100, 32, 0.5) == 64  # whole shards, as TruncatedStore keeps them
+    assert replicate_cut.cut_replicates(40, 40, 0.25) == 40  # one shard: kept whole
+
+
+def test_writing_a_cut_keeps_the_full_profiles_default_hunt(gauss_dir):
+    """The edited file loads, draws the kept shards' replicates, and hunts with the examples the full replicates
+    gave (the default budget scales with the draws, so a cut alone would hunt less and pin other configurations)."""
+    from lemmacheck import corpus
+
+    text = CLAIM.format(replicates=64) + "[profiles.full]\nreplicates = 1920\nshard_size = 40\n" \
+        "configs = [{ t = 2.0 }]\n\n[edges_skipped]\n"
+    path = gauss_dir / "gauss.toml"
+    path.write_text(text)
+    claim = load_claims([gauss_dir])[0][0]
+    path.write_text(replicate_cut.write_cut(claim, 0.5, "full"))
+    cut = load_claims([gauss_dir])[0][0]
+    assert cut.profiles["full"].replicates == 960 and cut.profiles["quick"].replicates == 64
+    assert corpus.hunt_budget(cut, "full") == corpus.hunt_budget(claim, "full") == 20
+    assert "[edges_skipped]" in path.read_text()
