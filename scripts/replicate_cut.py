@@ -18,7 +18,8 @@ hunt as it was). The hunts' seconds are not cut.
 Per fraction: the verdict tally, every verdict that changes, the seconds saved; `--out` a CSV per claim.
 
 `--save SECONDS` (one fraction) chooses a budget cut: the claims whose verdict on these draws is the same at the
-fraction, costliest saving first, until the saving reaches SECONDS; `--write` then sets their replicates in the
+fraction, costliest saving first, until the saving reaches SECONDS (`--keep ID` leaves a claim out: one whose notes
+say why it draws what it draws); `--write` then sets their replicates in the
 claim files, pinning `hunt` where the default hunt would shrink, so that re-running them draws exactly the kept
 shards and hunts as before.
 """
@@ -90,10 +91,12 @@ def hunt_shrinks(claim: Any, fraction: float, profile: str) -> bool:
     return corpus.hunt_budget(smaller, profile) < corpus.hunt_budget(claim, profile)
 
 
-def chosen(rows: dict[str, dict[str, Any]], fraction: float, target: float) -> list[str]:
+def chosen(rows: dict[str, dict[str, Any]], fraction: float, target: float, keep: frozenset[str] = frozenset()
+           ) -> list[str]:
     """The claims a budget cut takes: costliest saving first among those whose verdict at `fraction` is their
-    full verdict (on these draws), until the savings reach `target` seconds."""
-    ok = [r for r in rows.values() if r[f"verdict_{fraction:g}"] == r["verdict"] and r[f"saved_s_{fraction:g}"] > 0]
+    full verdict (on these draws), leaving out `keep`, until the savings reach `target` seconds."""
+    ok = [r for r in rows.values() if r[f"verdict_{fraction:g}"] == r["verdict"] and r[f"saved_s_{fraction:g}"] > 0
+          and r["claim"] not in keep]
     out, saved = [], 0.0
     for r in sorted(ok, key=lambda r: (-r[f"saved_s_{fraction:g}"], r["claim"])):
         if saved >= target:
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="CSV: per claim, its seconds and its verdict at each fraction")
     ap.add_argument("--save", type=float, metavar="SECONDS",
                     help="with one --fraction: choose claims to cut until SECONDS of shards are saved")
+    ap.add_argument("--keep", action="append", default=[], metavar="CLAIM_ID",
+                    help="with --save: a claim not to cut, e.g. one whose notes say why it draws what it draws")
     ap.add_argument("--write", action="store_true", help="with --save: edit the chosen claim files")
     args = ap.parse_args(argv)
     if (args.save is not None or args.write) and (len(args.fraction) != 1 or args.save is None):
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({dict(collections.Counter(best.values()))} by fraction), saving {kept:.0f} shard seconds")
     if args.save is not None:
         f = args.fraction[0]
-        pick = chosen(rows, f, args.save)
+        pick = chosen(rows, f, args.save, frozenset(args.keep))
         by_id = {c.id: c for c in claims}
         print(f"\nbudget cut at fraction {f:g}: {len(pick)} claims, saving "
               f"{sum(rows[cid][f'saved_s_{f:g}'] for cid in pick):.0f} shard seconds")

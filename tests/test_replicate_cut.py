@@ -98,6 +98,7 @@ def test_a_budget_cut_takes_the_costliest_savings_that_keep_their_verdict():
                                ("e", "holds", "holds", 0.0)]}
     assert replicate_cut.chosen(rows, 0.5, 35) == ["c", "a"]  # b would change its verdict; stops once 35 s are saved
     assert replicate_cut.chosen(rows, 0.5, 1e9) == ["c", "a", "d"]  # nothing that saves nothing
+    assert replicate_cut.chosen(rows, 0.5, 35, frozenset({"c"})) == ["a", "d"]
     assert replicate_cut.cut_replicates(320, 40, 0.5) == 160
     assert replicate_cut.cut_replicates(100, 32, 0.5) == 64  # whole shards, as TruncatedStore keeps them
     assert replicate_cut.cut_replicates(40, 40, 0.25) == 40  # one shard: kept whole
