@@ -316,6 +316,35 @@ def test_a_sibling_redrawn_by_update_gets_the_counterexamples_hunted_earlier_in_
         [(c.params, c.pinned, c.violations) for c in fresh[sibling.id].configs]
 
 
+def test_siblings_of_a_claim_redrawn_by_update_hold_the_replays_a_fresh_run_gives(p2, tmp_path):
+    # The source's edited file turns its hunt off: its counterexample is gone, so the sibling holding its replay
+    # must be redrawn without it (a fresh run of the edited files gives it none), not keep the old replay.
+    from lemmacheck.runner import evaluate, run_claims
+    from lemmacheck.store import Store
+
+    raw = copy.deepcopy(p2["symmetric-sum"].raw)
+    raw["profiles"]["full"]["hunt"] = 0
+    sibling = parse_claim(raw, p2["symmetric-sum"].source)
+    source = p2["symmetric"]
+    store = Store(tmp_path / "u.db")
+    rid = run_claims([source, sibling], store, profile="full", seed=0)
+    assert any(c["pinned"] for c in store.configs(rid, sibling.id))  # the replay of source's counterexample
+    src = copy.deepcopy(source.raw)
+    src["profiles"]["full"]["hunt"] = 0
+    unhunted = parse_claim(src, source.source)
+    assert run_claims([unhunted, sibling], store, profile="full", seed=0, update=True) == rid
+    fresh = Store(":memory:")
+    fid = run_claims([unhunted, sibling], fresh, profile="full", seed=0)
+    for claim in (unhunted, sibling):
+        got, want = evaluate(store, rid, [claim])[0], evaluate(fresh, fid, [claim])[0]
+        assert [(c.params, c.pinned, c.violations) for c in got.configs] == \
+            [(c.params, c.pinned, c.violations) for c in want.configs]
+        assert got.verdict == want.verdict
+    assert evaluate(store, rid, [sibling])[0].verdict == "holds"
+    assert sibling.id in store.run_info(rid)["versions"][next(k for k in store.run_info(rid)["versions"]
+                                                               if k.startswith("update "))]
+
+
 def test_a_hunt_that_raises_never_sinks_the_run_and_resume_hunts_again(tmp_path, monkeypatch):
     # A bug in a hunt (here: the hunt itself raising) is recorded with its traceback; the claim runs its profile
     # unhunted, flagged, and the other claims are unaffected. After the fix, --resume plans and hunts it afresh.

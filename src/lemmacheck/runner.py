@@ -482,20 +482,13 @@ class _Planner:
 
     def replay(self, source: Claim, counterexample: dict) -> list[ShardTask]:
         from . import corpus
-        from .hunt import Probe
 
-        ce, key = Probe.from_json(counterexample), corpus.setting(source.raw)
+        key = corpus.setting(source.raw)
         tasks: list[ShardTask] = []
         for sib in self.by_id.values():
-            if sib.id == source.id or sib.check is None or not sib.inputs or corpus.setting(sib.raw) != key:
+            extra = replay_plan(sib, source.id, key, counterexample, self.profile)
+            if extra is None:
                 continue
-            if sib.mode == "scaling":  # one pinned dataset would enter the slope fit as if it were a sweep level
-                continue
-            case = corpus.replay_on(sib, ce)
-            if case is None or self.profile not in sib.profiles:
-                continue
-            prof = sib.profiles[self.profile]
-            extra = ConfigPlan(case[0], case[1], prof.replicates, prof.shard_size, False, case[2])
             if sib.id not in self.plans:
                 self.waiting.setdefault(sib.id, []).append(extra)
             elif extra not in self.plans[sib.id]:
@@ -508,6 +501,24 @@ class _Planner:
             self.store.note_run(self.run_id, f"hunts {now_utc()}", f"{len(self.hunt_cost)} claims hunted, "
                                 f"{sum(self.hunt_cost.values()):.0f} CPU-seconds; most: "
                                 + ", ".join(f"{cid} {sec:.0f} s" for cid, sec in top))
+
+
+def replay_plan(sib: Claim, source_id: str, setting: str, counterexample: dict, profile: str) -> ConfigPlan | None:
+    """The configuration a run adds to `sib` to replay the counterexample that claim `source_id` (of `setting`,
+    corpus.setting) hunted, or None where a run does not replay it: `sib` is the source, draws from another
+    setting, or cannot take the dataset."""
+    from . import corpus
+    from .hunt import Probe
+
+    if sib.id == source_id or sib.check is None or not sib.inputs or corpus.setting(sib.raw) != setting:
+        return None
+    if sib.mode == "scaling":  # one pinned dataset would enter the slope fit as if it were a sweep level
+        return None
+    case = corpus.replay_on(sib, Probe.from_json(counterexample))
+    if case is None or profile not in sib.profiles:
+        return None
+    prof = sib.profiles[profile]
+    return ConfigPlan(case[0], case[1], prof.replicates, prof.shard_size, False, case[2])
 
 
 def recorded_plan(store: Store, run_id: int, claim: Claim) -> list[ConfigPlan] | None:
@@ -529,12 +540,38 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
     current = {c.id: c.snapshot for c in claims}
     stored = store.claim_ids(run_id)
     redo = [cid for cid in stored if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid)]
+    redo += _holding_replays_of(store, run_id, claims, redo)
     added = [cid for cid in current if cid not in stored]
     commit = versions().get("lemmacheck_commit", "unknown commit")
     note = f"{commit}: redrew {len(redo)} claim(s) {', '.join(redo) or '-'}; added {len(added)}"
     store.reopen_run(run_id, (f"update {now_utc()}", note))
     for cid in redo:
         store.forget_claim(run_id, cid)  # deleted, changed or asked for: its shards describe another claim
+
+
+def _holding_replays_of(store: Store, run_id: int, claims: list[Claim], redo: list[str]) -> list[str]:
+    """The kept claims that hold a replay of a counterexample hunted by a claim in `redo` (and so on, for the
+    claims this adds). A redrawn claim hunts again and may find another counterexample, or none; its siblings are
+    redrawn with it, so that each holds the replays a fresh run would give it."""
+    from . import corpus
+
+    profile = store.run_info(run_id)["profile"]
+    found = store.counterexamples(run_id)
+    out: list[str] = []
+    todo = [cid for cid in redo if cid in found]
+    while todo:
+        cid = todo.pop()
+        setting = corpus.setting(json.loads(store.stored_definition(run_id, cid) or "{}"))
+        for sib in claims:
+            if sib.id in redo or sib.id in out or store.stored_definition(run_id, sib.id) is None:
+                continue
+            extra = replay_plan(sib, cid, setting, found[cid], profile)
+            if extra is not None and any((c["params"], c["seed"]) == (extra.params, extra.seed)
+                                         for c in store.configs(run_id, sib.id)):
+                out.append(sib.id)
+                if sib.id in found:
+                    todo.append(sib.id)
+    return out
 
 
 def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimResult]:
