@@ -122,8 +122,8 @@ def write_cut(claim: Any, fraction: float, profile: str) -> str:
     head = next((i for i, ln in enumerate(lines) if ln.strip() == f"[profiles.{profile}]"), None)
     if head is None:
         raise ValueError(f"{claim.source}: no [profiles.{profile}] table to edit")
-    end = next((i for i in range(head + 1, len(lines)) if lines[i].lstrip().startswith("[")
-                and not lines[i].lstrip().startswith("[[")), len(lines))
+    # the table ends at the next table header (unindented, so a multi-line array's rows do not end it)
+    end = next((i for i in range(head + 1, len(lines)) if re.match(r"\[[A-Za-z_]", lines[i])), len(lines))
     pin = (f"hunt = {corpus.hunt_budget(claim, profile)}\n" if hunt_shrinks(claim, fraction, profile) else "")
     note = (f"# {new} replicates, not the design's {prof.replicates}: the full profile's hour (reports/README.md, Cost);"
             f"\n# the published run reads the same verdict on its first {new} draws of each configuration.\n")

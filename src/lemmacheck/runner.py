@@ -28,7 +28,7 @@ import torch
 from .claims import Claim
 from .corpus import HuntTask, run_hunt_task
 from .errors import LemmacheckError
-from .hunt import apply_pins, pins_of
+from .hunt import Probe, apply_pins, pins_of
 from .registry import QUANTITIES
 from .shards import (
     ConfigPlan,
@@ -483,10 +483,10 @@ class _Planner:
     def replay(self, source: Claim, counterexample: dict) -> list[ShardTask]:
         from . import corpus
 
-        key = corpus.setting(source.raw)
+        ce, key = Probe.from_json(counterexample), corpus.setting(source.raw)
         tasks: list[ShardTask] = []
         for sib in self.by_id.values():
-            extra = replay_plan(sib, source.id, key, counterexample, self.profile)
+            extra = replay_plan(sib, source.id, key, ce, self.profile)
             if extra is None:
                 continue
             if sib.id not in self.plans:
@@ -503,18 +503,17 @@ class _Planner:
                                 + ", ".join(f"{cid} {sec:.0f} s" for cid, sec in top))
 
 
-def replay_plan(sib: Claim, source_id: str, setting: str, counterexample: dict, profile: str) -> ConfigPlan | None:
-    """The configuration a run adds to `sib` to replay the counterexample that claim `source_id` (of `setting`,
-    corpus.setting) hunted, or None where a run does not replay it: `sib` is the source, draws from another
-    setting, or cannot take the dataset."""
+def replay_plan(sib: Claim, source_id: str, setting: str, ce: Probe, profile: str) -> ConfigPlan | None:
+    """The configuration a run adds to `sib` to replay the counterexample `ce` that claim `source_id` (of
+    `setting`, corpus.setting) hunted, or None where a run does not replay it: `sib` is the source, draws from
+    another setting, or cannot take the dataset."""
     from . import corpus
-    from .hunt import Probe
 
     if sib.id == source_id or sib.check is None or not sib.inputs or corpus.setting(sib.raw) != setting:
         return None
     if sib.mode == "scaling":  # one pinned dataset would enter the slope fit as if it were a sweep level
         return None
-    case = corpus.replay_on(sib, Probe.from_json(counterexample))
+    case = corpus.replay_on(sib, ce)
     if case is None or profile not in sib.profiles:
         return None
     prof = sib.profiles[profile]
@@ -540,7 +539,7 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
     current = {c.id: c.snapshot for c in claims}
     stored = store.claim_ids(run_id)
     redo = [cid for cid in stored if cid in rerun or current.get(cid) != store.stored_definition(run_id, cid)]
-    redo += _holding_replays_of(store, run_id, claims, redo)
+    redo += _holding_replays_of(store, run_id, [c for c in claims if c.id in stored], redo)
     added = [cid for cid in current if cid not in stored]
     commit = versions().get("lemmacheck_commit", "unknown commit")
     note = f"{commit}: redrew {len(redo)} claim(s) {', '.join(redo) or '-'}; added {len(added)}"
@@ -549,10 +548,10 @@ def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str])
         store.forget_claim(run_id, cid)  # deleted, changed or asked for: its shards describe another claim
 
 
-def _holding_replays_of(store: Store, run_id: int, claims: list[Claim], redo: list[str]) -> list[str]:
-    """The kept claims that hold a replay of a counterexample hunted by a claim in `redo` (and so on, for the
-    claims this adds). A redrawn claim hunts again and may find another counterexample, or none; its siblings are
-    redrawn with it, so that each holds the replays a fresh run would give it."""
+def _holding_replays_of(store: Store, run_id: int, kept: list[Claim], redo: list[str]) -> list[str]:
+    """The claims of `kept` (stored in the run) that hold a replay of a counterexample hunted by a claim in `redo`
+    (and so on, for the claims this adds). A redrawn claim hunts again and may find another counterexample, or
+    none; its siblings are redrawn with it, so that each holds the replays a fresh run would give it."""
     from . import corpus
 
     profile = store.run_info(run_id)["profile"]
@@ -562,10 +561,11 @@ def _holding_replays_of(store: Store, run_id: int, claims: list[Claim], redo: li
     while todo:
         cid = todo.pop()
         setting = corpus.setting(json.loads(store.stored_definition(run_id, cid) or "{}"))
-        for sib in claims:
-            if sib.id in redo or sib.id in out or store.stored_definition(run_id, sib.id) is None:
+        ce = Probe.from_json(found[cid])
+        for sib in kept:
+            if sib.id in redo or sib.id in out:
                 continue
-            extra = replay_plan(sib, cid, setting, found[cid], profile)
+            extra = replay_plan(sib, cid, setting, ce, profile)
             if extra is not None and any((c["params"], c["seed"]) == (extra.params, extra.seed)
                                          for c in store.configs(run_id, sib.id)):
                 out.append(sib.id)
