@@ -36,6 +36,8 @@ PROFILES = ("quick", "full")
 EXTENSION_FILE = "extension.py"  # a claims folder's own settings/quantities, imported before its claims
 PAPER_FILE = "_paper.toml"  # a claims folder's paper: citation and the list of its results (for coverage)
 FINDINGS_FILE = "findings.toml"  # a claims folder's reviewed findings and leads (lemmacheck.findings), not a claim
+GRAPH_FILE = "graph.toml"  # a claims folder's proof graph (lemmacheck.graph), not a claim
+NOT_CLAIMS = (FINDINGS_FILE, GRAPH_FILE)
 
 _TOP_FIELDS = {
     "id", "paper", "result", "title", "statement", "kind", "network", "inputs", "params", "check",
@@ -676,8 +678,8 @@ def claim_from_snapshot(source: str, text: str) -> Claim:
 
 
 def is_claim_name(path: Path) -> bool:
-    """A .toml file that may hold a claim: not a paper's metadata (`_*.toml`) or its findings.toml."""
-    return path.suffix == ".toml" and not path.name.startswith("_") and path.name != FINDINGS_FILE
+    """A .toml file that may hold a claim: not a paper's metadata (`_*.toml`), findings.toml or graph.toml."""
+    return path.suffix == ".toml" and not path.name.startswith("_") and path.name not in NOT_CLAIMS
 
 
 def claim_files(paths: list[str | Path]) -> list[Path]:
@@ -685,7 +687,7 @@ def claim_files(paths: list[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             out.extend(sorted(q for q in p.rglob("*.toml") if is_claim_name(q)))
-        elif p.suffix == ".toml" and p.name != FINDINGS_FILE:
+        elif p.suffix == ".toml" and p.name not in NOT_CLAIMS:
             out.append(p)
         elif not p.exists():
             raise FileNotFoundError(f"{p}: no such claim file or folder")

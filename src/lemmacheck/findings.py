@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claims import FINDINGS_FILE, Claim, load_claims
+from .claims import FINDINGS_FILE, Claim, is_claim_name, load_claims
 from .errors import ClaimError
 
 KINDS = ("error", "misprint", "missing-hypothesis", "conjecture")
@@ -253,7 +253,7 @@ def findings_folders(paths: list[str | Path]) -> list[Path]:
             cands = [p.parent]
         elif p.is_dir():
             cands = sorted({q.parent for q in p.rglob("*.toml")
-                            if q.name == FINDINGS_FILE or not q.name.startswith("_")})
+                            if q.name == FINDINGS_FILE or is_claim_name(q)})
         else:
             raise FileNotFoundError(f"{p}: no such claim file or folder")
         for c in cands:
