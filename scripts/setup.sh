@@ -11,7 +11,6 @@ else
     [ -x .venv/bin/python ] || python3 -m venv .venv
     py=.venv/bin/python
 fi
-"$py" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 "$py" -m pip install -q -c constraints.txt -e '.[dev]'
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
