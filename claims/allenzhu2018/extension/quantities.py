@@ -1155,7 +1155,8 @@ def backward_coordinate_fraction(ctx: Context) -> Observation:
 
 
 @QUANTITIES.register("az-masked-column-norm", "Claim B.13: ||1{My + Ax >= 0} o Mz|| / ||z|| for fixed x, y, z (args.config "
-                     "'random', 'parallel' y = z, 'x0' x = 0), M (m x k) and A (m x d) with N(0, 2/m) entries",
+                     "'random', 'parallel' y = z, 'x0' x = 0, 'zero' x = y = 0), M (m x k) and A (m x d) with N(0, 2/m) "
+                     "entries",
                      networks=SCALAR)
 def masked_column_norm(ctx: Context) -> Observation:
     m, k, dd = ctx.i("m"), ctx.i("k", 3), ctx.i("dxa", 3)
@@ -1168,6 +1169,11 @@ def masked_column_norm(ctx: Context) -> Observation:
         y = z.clone()
     elif cfg == "x0":
         x = torch.zeros(dd, dtype=torch.float64)
+    elif cfg == "zero":  # the statement admits x = y = 0: every mask entry is 1{0 >= 0} = 1
+        x = torch.zeros(dd, dtype=torch.float64)
+        y = torch.zeros(k, dtype=torch.float64)
+    elif cfg != "random":
+        raise EstimatorError(f"args.config = {cfg!r}: one of random, parallel, x0, zero")
     M = torch.randn(R, m, k, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
     A = torch.randn(R, m, dd, generator=g, dtype=torch.float64) * math.sqrt(2 / m)
     mask = (M @ y + A @ x >= 0).to(torch.float64)
