@@ -1,4 +1,4 @@
-"""`lemmacheck list | run | repro | show | hunt | findings | report`.
+"""`lemmacheck list | run | repro | show | hunt | findings | graph | report`.
 
 Streams: stdout carries a command's result (a table, a listing, JSON), so it can be piped; progress, notes,
 warnings and errors go to stderr. A user error is one line "error: ..." and exit 2; a traceback means a bug.
@@ -517,6 +517,7 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         pins = {k: v for k, v in (("points", ce.points), ("labels", _signs(ce.labels) if ce.labels else None),
                                   ("search", ce.search or None), ("coefficients", ce.coefficients)) if v is not None}
         pins.update(ce.functions or {})  # the member of each function class the hunt pinned
+        pins.update({r: {"family": f} for r, f in (ce.quantified or {}).items()})  # where its W / U search started
         print("  reproduce: " + repro_command(claim, ce.params, ce.seed, ce.replicates, ce.replicates, pins or None))
         return 1
     return 0
@@ -526,16 +527,41 @@ def _signs(labels: list[int]) -> str:
     return "".join("+" if v > 0 else "-" for v in labels)
 
 
-def findings_doc(paths: list[str]) -> tuple[dict, list[str]]:
+def _paper_folder(arg: str) -> Path:
+    """A paper key ("zou2018": claims/zou2018) or a folder."""
+    p = Path(arg)
+    if p.exists() or os.sep in arg or not (Path("claims") / arg).is_dir():
+        return p
+    return Path("claims") / arg
+
+
+def _run_verdicts(db: str, claims: list) -> dict[str, str]:
+    """The latest run's verdict for each of `claims` that it ran (recomputed from its shards, as `run` does)."""
+    from .runner import evaluate
+    from .store import Store
+
+    store = Store(db, readonly=True)
+    try:
+        rid = store.latest_run()
+        if rid is None:
+            return {}
+        ran = set(store.claim_ids(rid))
+        return {r.claim.id: r.verdict for r in evaluate(store, rid, [c for c in claims if c.id in ran])}
+    finally:
+        store.close()
+
+
+def findings_doc(paths: list[str], db: str | None = None) -> tuple[dict, list[str]]:
     """Every findings.toml under `paths` (default: claims), validated against its folder's claims:
-    ({"findings": [...], "leads": [...]}, errors)."""
+    ({"findings": [...], "leads": [...], "papers": {folder: PaperFindings | None}}, errors). `db`: a results store
+    whose latest run gives the consequences' verdicts (default: each claim's `expect`)."""
     from .claims import FINDINGS_FILE, load_claims
     from .errors import ClaimError
     from .findings import findings_folders, load_findings
 
-    doc: dict[str, list] = {"findings": [], "leads": []}
+    doc: dict[str, Any] = {"findings": [], "leads": [], "papers": {}, "verdicts": {}}
     errors: list[str] = []
-    for folder in findings_folders(paths or ["claims"]):
+    for folder in findings_folders([_paper_folder(p) for p in paths] or ["claims"]):
         claims, errs = load_claims([folder])
         claims = [c for c in claims if c.source.resolve().parent == folder.resolve()]
         if not claims and not (folder / FINDINGS_FILE).is_file():
@@ -546,18 +572,44 @@ def findings_doc(paths: list[str]) -> tuple[dict, list[str]]:
         except ClaimError as exc:
             errors.append(str(exc))
             continue
+        doc["papers"][folder] = pf
+        verdicts: dict[str, str] = {}
+        if pf is not None and db:
+            wanted = {q.claim for f in pf.findings for q in f.consequences if q.claim}
+            verdicts = _run_verdicts(db, [c for c in claims if c.id in wanted])
+            doc["verdicts"].update(verdicts)
         if pf is not None:
-            doc["findings"] += [f.to_json() for f in pf.findings]
+            doc["findings"] += [f.to_json(verdicts) for f in pf.findings]
             doc["leads"] += [lead.to_json() for lead in pf.leads]
     return doc, errors
 
 
 def cmd_findings(a: argparse.Namespace) -> int:
-    doc, errors = findings_doc(a.paths)
+    from .findings import letter, readme_block, write_readme_block
+
+    doc, errors = findings_doc(a.paths, a.db)
+    papers = doc.pop("papers")
+    verdicts = doc.pop("verdicts")
     for e in errors:
         _err(f"error: {e}")
+    if a.readme and a.format != "md":
+        _err("error: --readme writes the markdown block: use it with --format md")
+        return 2
     if a.json:
         print(json.dumps(dict(doc, errors=errors), indent=1))
+        return 2 if errors else 0
+    if not errors and not any(pf is not None for pf in papers.values()):
+        where = ", ".join(map(str, papers)) or ", ".join(a.paths) or "claims"
+        print(f"{where}: no findings.toml, no findings or leads declared")
+        return 0
+    if a.format == "md":
+        for folder, pf in papers.items():
+            if a.readme:
+                readme = folder / "README.md"
+                changed = write_readme_block(readme, readme_block(pf))
+                _err(f"{readme}: findings block {'written' if changed else 'already current'}")
+            elif pf is not None:
+                print(letter(pf, verdicts=verdicts))
         return 2 if errors else 0
     print(f"Confirmed findings ({len(doc['findings'])}): published statements that fail, reviewed "
           "(in regime, independent of hidden constants, with a standalone witness)")
@@ -569,6 +621,12 @@ def cmd_findings(a: argparse.Namespace) -> int:
         print(f"  claims: {', '.join(f['claims'])}")
         print(f"  reproduce: {f['reproduce']}")
         print(f"  witness: python {f['witness']}")
+        print(f"  reach: {', '.join(f['reach']) or '-'}" + (f" ({f['reach_note']})" if f.get("reach_note") else ""))
+        for q in f["consequences"]:
+            how = {"shown": f"shown {q.get('verdict')} by {q.get('claim')}",
+                   "absorbed": f"absorbed: {q.get('absorbed')} \"{q.get('line')}\"",
+                   "gap": f"survives ({q.get('claim')}: {q.get('verdict')}), gap: {q.get('gap')} \"{q.get('line')}\""}
+            print(f"  consequence for {q['result']}: {' '.join(how[q['status']].split())}")
     print(f"\nLeads ({len(doc['leads'])}): read violated somewhere, not refutations")
     for lead in doc["leads"]:
         print(f"\n{lead['id']}  [{', '.join(lead['results'])}]")
@@ -576,6 +634,21 @@ def cmd_findings(a: argparse.Namespace) -> int:
             print(f"  {k}: {' '.join(lead[k].split())}")
         print(f"  claims: {', '.join(lead['claims'])}")
     return 2 if errors else 0
+
+
+def cmd_graph(a: argparse.Namespace) -> int:
+    from .claims import GRAPH_FILE
+    from .graph import load_graph
+
+    folder = _paper_folder(a.paper)
+    if not folder.is_dir():
+        raise FileNotFoundError(2, "no such paper or claims folder", str(folder))
+    g = load_graph(folder)
+    if g is None:
+        _err(f"error: {folder / GRAPH_FILE}: no proof graph declared (docs/findings.md says how)")
+        return 2
+    print(json.dumps(g.to_json(), indent=1) if a.json else g.to_text())
+    return 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -683,8 +756,25 @@ def parser() -> argparse.ArgumentParser:
                         "lead (violated somewhere, not a refutation: reason and what would decide it) from the "
                         "findings.toml files under PATHS, validated against their claims; exit 2 on a problem.")
     fi.add_argument("paths", nargs="*", metavar="PATH", help="claim folders (default: claims)")
-    fi.add_argument("--json", action="store_true", help="JSON on stdout: {findings, leads, errors}")
+    fi.add_argument("--json", action="store_true", help="JSON on stdout: {findings, leads, errors}; each finding "
+                    "with its `reach` (from graph.toml) and `consequences`")
+    fi.add_argument("--format", choices=["text", "md"], default="text",
+                    help="md: the referee's letter per paper (statement, counterexample, witness, checked reach, "
+                    "repair; then the leads)")
+    fi.add_argument("--readme", action="store_true", help="with --format md: write each paper's generated "
+                    "findings block into its README.md, between <!-- findings:begin --> and <!-- findings:end --> "
+                    "(appended when the markers are absent)")
+    fi.add_argument("--db", help="results store whose latest run gives the consequence claims' verdicts "
+                    "(default: each claim's expect)")
     fi.set_defaults(fn=cmd_findings)
+    gr = sub.add_parser("graph", help="a paper's proof graph (graph.toml): uses and used-by of every result",
+                        description="Print the proof graph of a paper (claims/<paper>/graph.toml), validated "
+                        "against its _paper.toml: one line per result with what its proof uses and what uses it, "
+                        "main results marked with *. Exit 2 with one line naming file and field on a problem.")
+    gr.add_argument("paper", metavar="PAPER", help="a paper key (claims/<key>) or a claims folder")
+    gr.add_argument("--json", action="store_true",
+                    help="JSON on stdout: {paper, main, nodes: [{label, main, uses: [{result, line, in}], used_by}]}")
+    gr.set_defaults(fn=cmd_graph)
     rep = sub.add_parser("report", help="render the static HTML report from a results store")
     rep.add_argument("--db", default=DEFAULT_DB, help=f"results store (default: {DEFAULT_DB})")
     rep.add_argument("--out", required=True, help="folder to write the site into")

@@ -8,6 +8,10 @@ violated is a `[[lead]]`: why it is not a refutation and what would decide it.
 
 `load_findings` validates a folder's file against its claims and raises ClaimError naming the file and field;
 every claim of the folder that expects `violated` (top level or in a profile) must be covered by a finding or a lead.
+
+With a proof graph (claims/<paper>/graph.toml, lemmacheck.graph) each finding's reach is computed from it, and every
+main result in the reach carries one `[[finding.consequence]]`: shown violated by a claim at the witness, absorbed at
+a named step, or checked with a gap in the proof. `severity = "main-result"` iff a main result is shown to fail.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claims import FINDINGS_FILE, Claim, is_claim_name, load_claims
+from .claims import FINDINGS_FILE, GRAPH_FILE, Claim, is_claim_name, load_claims
 from .errors import ClaimError
+from .graph import MAX_LINE, ProofGraph, load_graph
 
 KINDS = ("error", "misprint", "missing-hypothesis", "conjecture")
 SEVERITIES = ("main-result", "lemma", "proof-step", "remark")
@@ -30,8 +35,34 @@ DISCLAIMERS = re.compile(r"not a refutation|no refutation|could absorb|out of re
                          re.IGNORECASE | re.MULTILINE)
 
 _FINDING_FIELDS = {"id", "results", "claims", "kind", "severity", "evidence", "statement", "configuration",
-                   "regime_path", "impact", "repair", "reproduce", "witness"}
-_FINDING_OPTIONAL = {"regime_path"}
+                   "regime_path", "impact", "repair", "reproduce", "witness", "consequence"}
+_FINDING_OPTIONAL = {"regime_path", "consequence"}
+_CONSEQUENCE_FIELDS = {"result", "claim", "absorbed", "gap", "line"}
+NO_GRAPH = f"no proof graph declared ({GRAPH_FILE}): the reach is not computed"
+
+
+@dataclass(frozen=True)
+class Consequence:
+    """What a finding does to one main result in its reach: `shown` (a claim of that result at the witness's
+    configuration expects violated), `absorbed` (a named step absorbs the defect) or `gap` (the conclusion
+    survives at the witness, the proof has a gap)."""
+    result: str
+    status: str  # "shown" | "absorbed" | "gap"
+    claim: str = ""
+    expect: str = ""  # the claim's expected verdict: what `verdict` reports unless a run gives one
+    absorbed: str = ""
+    gap: str = ""
+    line: str = ""
+
+    def to_json(self, verdicts: dict[str, str] | None = None) -> dict[str, str]:
+        out = {"result": self.result, "status": self.status}
+        if self.claim:
+            out["claim"] = self.claim
+            out["verdict"] = (verdicts or {}).get(self.claim, self.expect)
+        for k in ("absorbed", "gap", "line"):
+            if getattr(self, k):
+                out[k] = getattr(self, k)
+        return out
 _LEAD_FIELDS = {"id", "results", "claims", "reason", "decide", "measurements"}
 
 
@@ -52,13 +83,21 @@ class Finding:
     reproduce: str
     witness: Path  # absolute
     source: Path
+    reach: tuple[str, ...] = ()  # every result resting on the finding's results (graph.toml), sorted
+    consequences: tuple[Consequence, ...] = ()
+    reach_note: str = ""  # set when the folder declares no graph
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "paper": self.paper, "results": list(self.results), "claims": list(self.claims),
-                "kind": self.kind, "severity": self.severity, "evidence": self.evidence,
-                "statement": self.statement, "configuration": self.configuration, "regime_path": self.regime_path,
-                "impact": self.impact, "repair": self.repair, "reproduce": self.reproduce,
-                "witness": str(self.witness), "source": str(self.source)}
+    def to_json(self, verdicts: dict[str, str] | None = None) -> dict[str, Any]:
+        """`verdicts`: claim id -> a run's verdict, for the consequences' claims (default: their `expect`)."""
+        out = {"id": self.id, "paper": self.paper, "results": list(self.results), "claims": list(self.claims),
+               "kind": self.kind, "severity": self.severity, "evidence": self.evidence,
+               "statement": self.statement, "configuration": self.configuration, "regime_path": self.regime_path,
+               "impact": self.impact, "repair": self.repair, "reproduce": self.reproduce,
+               "witness": str(self.witness), "source": str(self.source), "reach": list(self.reach),
+               "consequences": [c.to_json(verdicts) for c in self.consequences]}
+        if self.reach_note:
+            out["reach_note"] = self.reach_note
+        return out
 
 
 @dataclass(frozen=True)
@@ -88,9 +127,11 @@ class PaperFindings:
     folder: Path
     findings: list[Finding] = field(default_factory=list)
     leads: list[Lead] = field(default_factory=list)
+    graph: ProofGraph | None = None
 
     def covered(self) -> set[str]:
-        return {c for e in [*self.findings, *self.leads] for c in e.claims}
+        return ({c for e in [*self.findings, *self.leads] for c in e.claims}
+                | {q.claim for f in self.findings for q in f.consequences if q.claim})
 
 
 def expects_violated(claim: Claim) -> bool:
@@ -130,15 +171,109 @@ def _choice(raw: dict[str, Any], key: str, allowed: tuple[str, ...], path: Path,
     return v
 
 
-def parse_findings(raw: dict[str, Any], path: Path, claims: dict[str, Claim]) -> PaperFindings:
-    """Validate a findings table against the folder's claims (id -> Claim); raise ClaimError on the first problem."""
+def _names(claim: Claim, result: str) -> bool:
+    """The claim is a claim of `result` (its label, a sub-item of it, or the result a sub-item label belongs to)."""
+    return claim.result == result or claim.result.startswith(result + " (") or result.startswith(claim.result + " (")
+
+
+def _reach(graph: ProofGraph, results: tuple[str, ...], path: Path, where: str) -> set[str]:
+    labels = []
+    for r in results:
+        got = graph.resolve(r)
+        if not got:
+            raise ClaimError(path, f"{where}.results", f"'{r}' is not a node of {graph.source}",
+                             "use the graph's label (a result of _paper.toml or an item of `nodes`)")
+        labels += got
+    return graph.reach(labels) - set(labels)
+
+
+def _consequences(e: dict[str, Any], path: Path, where: str, claims: dict[str, Claim], graph: ProofGraph | None,
+                  reach: set[str], owner: dict[str, str]) -> tuple[Consequence, ...]:
+    """The finding's `[[finding.consequence]]` entries, validated: one per main result in its reach, each either
+    shown (`claim`), absorbed (`absorbed` + `line`) or a gap (`claim` + `gap` + `line`)."""
+    raw = e.get("consequence", [])
+    if not isinstance(raw, list) or not all(isinstance(q, dict) for q in raw):
+        raise ClaimError(path, f"{where}.consequence", "expected an array of tables", "write `[[finding.consequence]]`")
+    if graph is None:
+        if raw:
+            raise ClaimError(path, f"{where}.consequence", f"consequences need the paper's proof graph, and "
+                             f"{path.parent / GRAPH_FILE} does not exist", f"declare {GRAPH_FILE} (docs/findings.md)")
+        return ()
+    out: list[Consequence] = []
+    for j, q in enumerate(raw):
+        qw = f"{where}.consequence[{j}]"
+        unknown = sorted(set(q) - _CONSEQUENCE_FIELDS)
+        if unknown:
+            raise ClaimError(path, f"{qw}.{unknown[0]}", "unknown field", f"allowed: {sorted(_CONSEQUENCE_FIELDS)}")
+        result = _text(q, "result", path, qw)
+        if result not in graph.main:
+            raise ClaimError(path, f"{qw}.result", f"'{result}' is not a main result of {graph.source}",
+                             f"consequences are for the main results in the finding's reach: {sorted(reach & set(graph.main))}")
+        if result not in reach:
+            raise ClaimError(path, f"{qw}.result", f"'{result}' is not in the finding's reach: by {graph.source} its "
+                             "proof does not rest on the finding's results", "drop the entry, or correct the graph")
+        if any(c.result == result for c in out):
+            raise ClaimError(path, f"{qw}.result", f"'{result}' has two consequence entries", "one per main result")
+        texts = {k: _text(q, k, path, qw) for k in ("claim", "absorbed", "gap", "line") if k in q}
+        shape = tuple(sorted(texts))
+        if shape == ("claim",):
+            status = "shown"
+        elif shape == ("absorbed", "line"):
+            status = "absorbed"
+        elif shape == ("claim", "gap", "line"):
+            status = "gap"
+        else:
+            raise ClaimError(path, qw, f"has {list(shape)}: expected `claim` alone (shown violated), `absorbed` + "
+                             "`line` (the absorbing step), or `claim` + `gap` + `line` (the conclusion survives, the "
+                             "proof has a gap)")
+        if "line" in texts and len(texts["line"]) > MAX_LINE:
+            raise ClaimError(path, f"{qw}.line", f"{len(texts['line'])} characters, more than {MAX_LINE}",
+                             "quote a shorter verbatim excerpt")
+        expect = ""
+        if "claim" in texts:
+            cid = texts["claim"]
+            c = claims.get(cid)
+            if c is None:
+                raise ClaimError(path, f"{qw}.claim", f"no claim with id '{cid}' in {path.parent}",
+                                 "use the `id` of a claim file in this folder")
+            if not _names(c, result):
+                raise ClaimError(path, f"{qw}.claim", f"claim '{cid}' is a claim of '{c.result}', not of '{result}'")
+            if cid in owner and owner[cid] != where:
+                raise ClaimError(path, f"{qw}.claim", f"claim '{cid}' is also listed under {owner[cid]}",
+                                 "a consequence claim belongs to that finding only")
+            owner[cid] = where
+            if status == "shown":
+                if not expects_violated(c):
+                    raise ClaimError(path, f"{qw}.claim", f"claim '{cid}' does not expect 'violated' ({c.source})",
+                                     "a consequence shown by a claim needs the claim to read violated at the witness")
+                expect = "violated"
+            else:
+                if c.expect not in ("holds", "inconclusive"):
+                    raise ClaimError(path, f"{qw}.claim", f"claim '{cid}' expects '{c.expect}'",
+                                     "a gap's claim checks that the conclusion survives: it expects holds or "
+                                     "inconclusive (a violated one is `claim` alone)")
+                expect = c.expect
+        out.append(Consequence(result, status, texts.get("claim", ""), expect, texts.get("absorbed", ""),
+                               texts.get("gap", ""), texts.get("line", "")))
+    need = sorted(reach & set(graph.main) - {c.result for c in out})
+    if need:
+        raise ClaimError(path, f"{where}.consequence", f"main result(s) {need} are in the finding's reach "
+                         f"({graph.source}) but have no consequence entry", "add a `[[finding.consequence]]` per "
+                         "main result: shown by a claim at the witness, absorbed at a named step, or a gap")
+    return tuple(out)
+
+
+def parse_findings(raw: dict[str, Any], path: Path, claims: dict[str, Claim],
+                   graph: ProofGraph | None = None) -> PaperFindings:
+    """Validate a findings table against the folder's claims (id -> Claim) and its proof graph (None: the folder
+    declares none); raise ClaimError on the first problem."""
     folder = path.parent
     papers = sorted({c.paper for c in claims.values()})
     paper = papers[0] if len(papers) == 1 else folder.name  # the folder's claims' paper key
     extra = sorted(set(raw) - {"finding", "lead"})
     if extra:
         raise ClaimError(path, extra[0], "unknown table", "only [[finding]] and [[lead]] entries")
-    out = PaperFindings(paper, folder)
+    out = PaperFindings(paper, folder, graph=graph)
     seen_ids: set[str] = set()
     owner: dict[str, str] = {}  # claim id -> the entry that lists it
     for table, allowed in (("finding", _FINDING_FIELDS), ("lead", _LEAD_FIELDS)):
@@ -206,9 +341,25 @@ def parse_findings(raw: dict[str, Any], path: Path, claims: dict[str, Claim]) ->
                                  "reproduces")
             if not texts["reproduce"].startswith("lemmacheck "):
                 raise ClaimError(path, f"{where}.reproduce", "expected a `lemmacheck ...` command")
+            reach: set[str] = set()
+            if graph is not None:
+                reach = _reach(graph, results, path, where)
+            conseq = _consequences(e, path, where, claims, graph, reach, owner)
+            if graph is not None:
+                # a finding on a main result itself shows that result false; otherwise only a consequence does
+                own_main = {r for lab in results for r in graph.resolve(lab)} & set(graph.main)
+                shown = sorted(own_main) + [q.result for q in conseq if q.status == "shown"]
+                if severity == "main-result" and not shown:
+                    raise ClaimError(path, f"{where}.severity", "'main-result' but no main result is shown to fail "
+                                     "(no consequence `claim` without `gap`, and the finding is not on a main result)",
+                                     "severity follows what was checked: lemma, proof-step or remark")
+                if severity != "main-result" and shown:
+                    raise ClaimError(path, f"{where}.severity", f"'{severity}' but {shown} is shown to fail",
+                                     "set `severity = \"main-result\"`")
             out.findings.append(Finding(eid, paper, results, cids, kind, severity, evidence, texts["statement"],
                                         texts["configuration"], rpath, texts["impact"], texts["repair"],
-                                        texts["reproduce"], wpath, path))
+                                        texts["reproduce"], wpath, path, tuple(sorted(reach)), conseq,
+                                        "" if graph is not None else NO_GRAPH))
     return out
 
 
@@ -235,7 +386,7 @@ def load_findings(folder: str | Path, claims: list[Claim] | None = None) -> Pape
                 raw = tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
             raise ClaimError(path, "<toml>", f"not valid TOML: {exc}") from None
-        pf = parse_findings(raw, path, {c.id: c for c in claims})
+        pf = parse_findings(raw, path, {c.id: c for c in claims}, load_graph(folder))
     missing = uncovered(claims, pf)
     if missing:
         ids = ", ".join(c.id for c in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
@@ -283,3 +434,102 @@ def check_against_results(pf: PaperFindings, results: list[Any]) -> list[str]:
                 out.append(f"finding {f.id}: claim {cid}'s regime path reads '{r.regime_path.get('trend')}', "
                            "not 'persists'")
     return out
+
+
+README_BEGIN = "<!-- findings:begin -->"
+README_END = "<!-- findings:end -->"
+
+
+def _one(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _reach_lines(f: Finding, verdicts: dict[str, str] | None = None) -> list[str]:
+    """The checked reach of a finding, one markdown bullet per main result (and the rest of the reach in one)."""
+    if f.reach_note:
+        return [f"- {f.reach_note}."]
+    out = []
+    for q in f.consequences:
+        v = (verdicts or {}).get(q.claim, q.expect)
+        if q.status == "shown":
+            out.append(f"- **{q.result}**: shown {v} by claim `{q.claim}` at the witness's configuration.")
+        elif q.status == "absorbed":
+            out.append(f"- **{q.result}**: absorbed. {_one(q.absorbed)} The step: \"{_one(q.line)}\"")
+        else:
+            out.append(f"- **{q.result}**: the conclusion survives at the witness (claim `{q.claim}`: {v}); the "
+                       f"proof has a gap. {_one(q.gap)} The step: \"{_one(q.line)}\"")
+    mains = {q.result for q in f.consequences}
+    rest = [r for r in f.reach if r not in mains]
+    if not f.reach:
+        out.append("- No other result of the paper rests on it (proof graph).")
+    elif rest:
+        out.append(f"- Also resting on it (not main results): {', '.join(rest)}.")
+    return out
+
+
+def letter(pf: PaperFindings, title: str = "", verdicts: dict[str, str] | None = None) -> str:
+    """The referee's letter to the authors (markdown): per finding the statement as printed, the counterexample,
+    the witness command, the checked reach and the suggested repair; then the leads, each with what would decide
+    it. `verdicts`: a run's verdict per claim id for the consequences (default: each claim's `expect`)."""
+    name = title or pf.paper
+    lines = [f"# Referee report: {name}", "",
+             (f"{len(pf.findings)} finding(s): printed statements that fail, each with a standalone witness; "
+             f"{len(pf.leads)} lead(s): violations that are not refutations, listed apart."), ""]
+    for i, f in enumerate(pf.findings, 1):
+        lines += [f"## {i}. {', '.join(f.results)}: {f.kind} ({f.severity})", "",
+                  f"**Statement as printed, and what fails.** {_one(f.statement)}", "",
+                  f"**Counterexample.** {_one(f.configuration)}", ""]
+        if f.regime_path:
+            lines += [f"**Along the regime path.** {_one(f.regime_path)}", ""]
+        try:
+            witness = f.witness.relative_to(Path.cwd())
+        except ValueError:
+            witness = f.witness
+        lines += [(f"**Witness.** `python {witness}` (standalone, numpy/scipy; exits 0 when the violation "
+                  f"reproduces). In lemmacheck: `{f.reproduce}`."), "",
+                  "**Checked reach.** The results whose proofs rest on it, and what happens to each main result:", "",
+                  *_reach_lines(f, verdicts), "",
+                  f"**Impact.** {_one(f.impact)}", "",
+                  f"**Suggested repair.** {_one(f.repair)}", ""]
+    if pf.leads:
+        lines += ["## Leads (not refutations)", ""]
+        for lead in pf.leads:
+            lines += [(f"- **{', '.join(lead.results)}** (`{lead.id}`): {_one(lead.reason)} "
+                      f"What would decide it: {_one(lead.decide)}")]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def readme_block(pf: PaperFindings | None) -> str:
+    """The generated findings block of a paper's README (between README_BEGIN and README_END): each finding with
+    its checked reach, then the leads, from findings.toml and graph.toml."""
+    lines = [README_BEGIN, "<!-- generated by `lemmacheck findings <paper> --format md --readme`; do not edit -->", ""]
+    if pf is None or not (pf.findings or pf.leads):
+        lines += ["No findings or leads (no findings.toml entries).", ""]
+    else:
+        lines += [f"**Findings ({len(pf.findings)})**", ""]
+        for f in pf.findings:
+            lines += [(f"- `{f.id}` ({', '.join(f.results)}; {f.kind}, {f.severity}, evidence {f.evidence}): "
+                      f"{_one(f.statement)} Repair: {_one(f.repair)}"),
+                      *("  " + r for r in _reach_lines(f))]
+        lines += ["", f"**Leads ({len(pf.leads)})**", ""]
+        lines += [f"- `{lead.id}` ({', '.join(lead.results)}): {lead.category}" for lead in pf.leads]
+        lines.append("")
+    return "\n".join([*lines, README_END])
+
+
+def readme_current(text: str) -> str | None:
+    """The block between the markers in a README's text (markers included), None if it has none."""
+    i, j = text.find(README_BEGIN), text.find(README_END)
+    return text[i:j + len(README_END)] if i >= 0 and j > i else None
+
+
+def write_readme_block(readme: Path, block: str) -> bool:
+    """Put `block` between the markers of `readme` (appended at the end when it has none); True if it changed."""
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    old = readme_current(text)
+    new = text.replace(old, block) if old is not None else text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
+    if new == text:
+        return False
+    readme.write_text(new, encoding="utf-8")
+    return True
