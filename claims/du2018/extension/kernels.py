@@ -4,11 +4,37 @@ expectations (lemmacheck.kernels)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
-from lemmacheck.kernels import Activation, Engine, arccos_kernel, c_sigma, lambda_min
+from lemmacheck.functions import Member
+from lemmacheck.kernels import Activation, Engine, arccos_kernel, c_sigma, get_activation, lambda_min
+
+# Bases whose Gauss-Hermite quadrature converges spectrally (entire functions, or analytic in a strip).
+_ANALYTIC_BASES = ("tanh", "sin", "softplus", "sigmoid", "linear")
+
+
+def member_activation(m: Member) -> Activation:
+    """A member of a claim's function class (ctx.activation()) as the kernels' Activation, so that every recursion
+    here, c_sigma and the networks take any member by quadrature. Its constants are the member's own; `params`
+    holds its (a, b, c, e) so that c_sigma's cache tells members apart."""
+    def d2(z: torch.Tensor) -> torch.Tensor:
+        return m.d2(z)  # an EstimatorError for a member whose derivative jumps, only when a proof's beta is used
+
+    return Activation(m.name, m, m.d1, d2, m.lipschitz, math.inf if m.smooth is None else m.smooth,
+                      m.smooth is not None, m.base in _ANALYTIC_BASES,
+                      params=tuple(sorted(m.to_json().items() - {("base", m.base)})))
+
+
+def claim_activation(ctx) -> Activation:
+    """The σ of a claim: where it declares the class its statement quantifies over (inputs.activation), the member
+    ctx.activation() draws (pinned, or the class's default; hunts move it); else args.activation by name (default
+    softplus)."""
+    if isinstance(ctx.inputs_spec.get("activation"), Mapping):
+        return member_activation(ctx.activation())
+    return get_activation(str(ctx.arg("activation", "softplus")))
 
 
 @dataclass

@@ -661,8 +661,8 @@ class ProtocolNet:
 
 
 def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
-    """R networks of the claim's setting (du2018-fc or du2018-resnet) at m, H, c_lambda (default 1/2) and
-    args.activation (default softplus), drawn as the setting's estimators draw them; the ResNet's residual scale
+    """R networks of the claim's setting (du2018-fc or du2018-resnet) at m, H, c_lambda (default 1/2) and the
+    claim's activation (du_kernels.claim_activation: its class member, else args.activation), drawn as the setting's estimators draw them; the ResNet's residual scale
     comes from the datasets X (λ of Assumption 4.1)."""
     kind = KINDS[ctx.network]
     if kind == "cnn":
@@ -675,7 +675,7 @@ def protocol_network(ctx, X: torch.Tensor | None = None) -> ProtocolNet:
 
         raise EstimatorError(f"{ctx.claim_id}: the ResNet's residual scale depends on the datasets: this quantity "
                              "draws none")
-    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    act = du_kernels.claim_activation(ctx)
     d = ctx.i("d") if X is None else X.shape[-1]
     images = None if X is None else as_images(X)
     dn = DuNet("fc", ctx.i("m"), ctx.i("H"), act) if images is None else \

@@ -10,6 +10,9 @@ du2018-cnn-resnet; the claim's `network` (ctx.network) picks the architecture.
 Parameters (the paper's symbols): m (width), H (depth), n, d (input dimension; CNN: d0 channels and p pixels,
 the claim's inputs use d = "d0 * p", and q the patch size, default 3), c_lambda (ResNet/CNN, in (0, 1)),
 R (perturbation radius: ‖W^{(h)} − W^{(h)}(0)‖_F ≤ √m R per layer), kappa (step-size constant), T (GD steps).
+The activation: where a claim declares the class its statement quantifies over (inputs.activation, e.g.
+{ class = "lipschitz", lipschitz = 1, member = "linear" }), the member ctx.activation() draws, which every network,
+kernel quadrature and constant here takes (du_kernels.member_activation); else check.args.activation by name.
 Options (check.args): activation (default "softplus", any smooth name in kernels.ACTIVATIONS), sampler
 ("conditional": exact-in-distribution features at init without weights, or "full"), labels ("rademacher" or
 "uniform" on [−1, 1]; |y_i| ≤ 1), step ("paper" or "practical"; see `_step_size`), nodes (Gauss–Hermite,
@@ -45,9 +48,12 @@ NODES = 64
 
 # ------------------------------------------------------------------------------------------------ set-up
 
-def _activation(ctx: Context) -> kernels.Activation:
-    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
-    if not act.smooth:
+def _activation(ctx: Context, smooth: bool = True) -> kernels.Activation:
+    """The σ of the statement: where the claim declares the class it quantifies over (inputs.activation), its member
+    drawn through ctx.activation() (pinned, or the class's default; hunts move it), as a kernels.Activation so
+    the networks and kernel quadratures take it; else args.activation by name (default softplus)."""
+    act = du_kernels.claim_activation(ctx)
+    if smooth and not act.smooth:
         raise EstimatorError(f"activation '{act.name}' is not smooth (the paper assumes β-smooth σ)")
     return act
 
@@ -702,9 +708,10 @@ def _sqrtm(S: torch.Tensor) -> torch.Tensor:
     "F(S) = E rho(u) rho(v), (u, v) ~ N(0, S)"), networks=("scalar",))
 def pair_expectation_lipschitz(ctx: Context) -> Observation:
     """Random SPD pairs at scales 1e-3..1e2, small and large perturbations (half of the draws perturb by ~1e-4 of the
-    scale, half by O(1)); ρ = args.activation (default softplus, whose Lipschitz and smoothness constants ≤ L = 1)."""
+    scale, half by O(1)); ρ = the claim's class member or args.activation (default softplus, whose Lipschitz and
+    smoothness constants ≤ L = 1)."""
     R = ctx.replicates
-    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    act = _activation(ctx)
     Lc = max(act.lipschitz, act.smoothness)  # "Lipschitz and smoothness constants bounded by L"
     form = ctx.arg("form", "e2")
     A = _spd2(ctx, R, 1e-3, 1e2)
@@ -849,7 +856,7 @@ def weyl_ratio(ctx: Context) -> Observation:
     networks=("scalar",))
 def lemma_a1_aux_ratio(ctx: Context) -> Observation:
     R = ctx.replicates
-    act = kernels.get_activation(str(ctx.arg("activation", "softplus")))
+    act = _activation(ctx, smooth=False)  # Lemma A.1 assumes only an L-Lipschitz sigma
     g = ctx.generator
     a = 0.5 + 1.5 * torch.rand(R, generator=g, dtype=torch.float64)
     a[: min(R, 2)] = torch.tensor([0.5, 2.0], dtype=torch.float64)[: min(R, 2)]  # the interval's ends
