@@ -1327,7 +1327,10 @@ def _project_out(v: torch.Tensor, M: torch.Tensor | None) -> torch.Tensor:
 @QUANTITIES.register("rnn-projected-separation", "Lemma B.9 (args.which 'b9'): min over l = 0..L-1 and i != j of the Def B.8 "
                      "separability of (I - U_l U_l^T) h_{i,l+1} and (I - U_l U_l^T) h_{j,l+1}, divided by the measured "
                      "separability of the first tokens {x_{i,1}}; Claim B.10 ('b10'): min over l >= 1, i != j of "
-                     "||(I - UU^T) h_{i,l+1}|| / sep_{l-1}(i, j), U = [U_l, the normalised projected h_{j,l+1}]", networks=NET)
+                     "||(I - UU^T) h_{i,l+1}|| / sep_{l-1}(i, j), U = [U_l, the normalised projected h_{j,l+1}]; "
+                     "'b10-paper': the same over the pairs that meet the hypothesis at the paper's delta_{l-1} = "
+                     "delta (1 - 2 alpha - 1/(4L))^{l-1} of (B.10), alpha = 16 delta log m, divided by that delta_{l-1} "
+                     "(+inf where the hypothesis fails: the implication holds)", networks=NET)
 def projected_separation(ctx: Context) -> Observation:
     W, A, B, X = _setup(ctx)
     fwd = net.forward(W, A, B, X)
@@ -1351,14 +1354,24 @@ def projected_separation(ctx: Context) -> Observation:
             if which == "b9":
                 for l in range(L):
                     best = torch.minimum(best, _sep(proj[l][:, i], proj[l][:, j]) / d0)
-            elif which == "b10":
+            elif which in ("b10", "b10-paper"):
+                if which == "b10-paper":
+                    delta = ctx.p("delta")
+                    base = 1 - 2 * 16 * delta * math.log(m) - 1 / (4 * L)
+                    if base <= 0:
+                        raise EstimatorError(f"(B.10)'s delta_l needs 1 - 2 alpha - 1/(4L) > 0 (got {base:.3g})")
                 for l in range(1, L):
                     hat = proj[l][:, j] / proj[l][:, j].norm(dim=-1, keepdim=True).clamp_min(1e-300)
                     M2 = torch.cat([_states(fwd, l), hat.unsqueeze(-1)], dim=-1)
                     num = _project_out(fwd.h[:, i, l + 1].unsqueeze(1), M2).squeeze(1).norm(dim=-1)
-                    best = torch.minimum(best, num / _sep(proj[l - 1][:, i], proj[l - 1][:, j]).clamp_min(1e-300))
+                    sep = _sep(proj[l - 1][:, i], proj[l - 1][:, j])
+                    if which == "b10":
+                        best = torch.minimum(best, num / sep.clamp_min(1e-300))
+                    else:
+                        dl = delta * base ** (l - 1)
+                        best = torch.minimum(best, torch.where(sep >= dl, num / dl, math.inf))
             else:
-                raise EstimatorError(f"args.which = {which!r}: one of b9, b10")
+                raise EstimatorError(f"args.which = {which!r}: one of b9, b10, b10-paper")
     return Observation(best, method="Householder QR projections, exact")
 
 
