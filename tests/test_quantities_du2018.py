@@ -244,3 +244,30 @@ def test_second_order_ratio_is_first_order_in_the_step_on_the_recorded_b6_draws(
     ratio = full.value / half.value
     assert bool(((ratio > 1.98) & (ratio < 2.02)).all()), ratio
     assert bool((full.extras["scale"] > full.value).all())  # |I_1| in ratio units: the operands of Δu − I_1
+
+
+def test_lemma_a1_chain_takes_the_claims_class_member():
+    # the member drawn through ctx.activation(): sigma(x) = x gives |a^2 - 1| / (2|a - 1|) = (a + 1)/2 exactly;
+    # an estimator that ignored inputs.activation (softplus) reads at most 0.45 here
+    lin = {"activation": {"class": "lipschitz", "lipschitz": 1, "member": "linear"}}
+    v = q("du2018-lemma-a1-aux-ratio", ctx({}, R=40, args={"which": "chain"}, inputs=lin))
+    a = v.extras["alpha"]
+    keep = (a - 1).abs() > 1e-3
+    assert torch.allclose(v.value[keep], (a[keep] + 1) / 2, rtol=1e-10)
+
+
+def test_kernel_recursions_take_any_class_member():
+    from lemmacheck.functions import Member
+
+    duk = paper("du2018").kernels
+    X = torch.nn.functional.normalize(torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(2), dtype=F64), dim=-1)
+    # sigma(x) = x: c_sigma = 1, every K^(h) is K^(0) and so is the last layer's Gram (E[sigma' sigma'] = 1)
+    lin = duk.fc_kernels(X, duk.member_activation(Member("linear")), 3)
+    assert torch.allclose(lin.ntk, X @ X.transpose(-1, -2), atol=1e-12)
+    # a rescaled, shifted tanh member against the same function built by name: kernels, c_sigma and lambda_0 agree
+    m = Member("tanh", 0.5, 2.0, 0.3, 0.1)
+    named = k.Activation("t", lambda z: 0.5 * torch.tanh(2 * z + 0.3) + 0.1,
+                         lambda z: 1.0 / torch.cosh(2 * z + 0.3) ** 2, lambda z: z, 1.0, 1.0, True, True)
+    a, b = (duk.resnet_kernels(X, act, 3, 0.2) for act in (duk.member_activation(m), named))
+    assert torch.allclose(a.ntk, b.ntk, rtol=1e-10) and torch.allclose(a.lambda0, b.lambda0, rtol=1e-9)
+    assert duk.member_activation(m).lipschitz == m.lipschitz == 1.0

@@ -32,7 +32,7 @@ def claim_activation(ctx) -> Activation:
     """The σ of a claim: where it declares the class its statement quantifies over (inputs.activation), the member
     ctx.activation() draws (pinned, or the class's default; hunts move it); else args.activation by name (default
     softplus)."""
-    if isinstance(ctx.inputs_spec.get("activation"), Mapping):
+    if isinstance((ctx.inputs_spec or {}).get("activation"), Mapping):
         return member_activation(ctx.activation())
     return get_activation(str(ctx.arg("activation", "softplus")))
 
