@@ -48,7 +48,29 @@ def _weights(ctx: Context, X: torch.Tensor, y: torch.Tensor, act: Activation) ->
         target = net.log_threshold(n, L) + math.log(float(ctx.arg("target_fraction", 0.1)))
         return net.train_then_scale(Vs, X, y, act, log_target=target, lr=float(ctx.arg("train_lr", 0.5)),
                                     steps=int(ctx.arg("train_steps", 300)))
-    raise EstimatorError(f"args.weights = '{kind}': expected 'init' or 'small-loss'")
+    if kind == "chain":
+        return _chain_weights(ctx, X, y)
+    raise EstimatorError(f"args.weights = '{kind}': expected 'init', 'small-loss' or 'chain'")
+
+
+def _chain_weights(ctx: Context, X: torch.Tensor, y: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Width p = 1: layers 1..k_lead are b_lead, layers k_lead+1..L+1 are a_trail (the shape where Lemma B.6 (1)'s
+    middle bound fails: a heavy tail of trailing layers). V_1's sign follows the data and V_{L+1}'s the labels, so
+    every point is active and correctly classified; a dataset whose points (or labels) differ in sign admits no
+    such chain and is not valid."""
+    L, p = ctx.i("L"), ctx.i("p")
+    if p != 1:
+        raise EstimatorError(f"args.weights = 'chain' is a width-1 network: p = {p}")
+    k, b, a = ctx.i("k_lead"), float(ctx.p("b_lead")), float(ctx.p("a_trail"))
+    if not 1 <= k <= L:
+        raise EstimatorError(f"k_lead = {k}: expected 1 <= k_lead <= L = {L}")
+    sx, sy = torch.sign(X[:, 0, 0]), torch.sign(y[:, 0])
+    ok = (torch.sign(X[:, :, 0]) == sx.unsqueeze(-1)).all(-1) & (torch.sign(y) == sy.unsqueeze(-1)).all(-1)
+    one = torch.ones(ctx.replicates, 1, 1, dtype=ctx.dtype)
+    Vs = [one * (b if j < k else a) for j in range(L + 1)]
+    Vs[0] = Vs[0] * sx.view(-1, 1, 1)
+    Vs[-1] = Vs[-1] * sy.view(-1, 1, 1)
+    return Vs, ok
 
 
 def _problem(ctx: Context):
