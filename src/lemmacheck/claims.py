@@ -29,6 +29,8 @@ from .inputs import check_points, check_premises, coefficient_spec, label_patter
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
+# Non-quick profiles: the most draws an undecided probabilistic configuration takes (a profile's max_replicates)
+DRAW_BUDGET = 131072
 MODES = ("probabilistic", "deterministic", "scaling", "infeasible")
 RELATIONS = ("<=", "<", ">=", ">")
 SEARCHES = ("none", "exact", "random", "gradient", "adversarial", "exhaustive")
@@ -48,7 +50,7 @@ _CHECK_FIELDS = {
     "args", "trivial", "whp_delta", "tolerance", "dtype", "statistic", "limits", "regime_path",
 }
 _PROFILE_FIELDS = {"configs", "grid", "replicates", "shard_size", "explore", "early_stop", "hunt", "expect",
-                   "regime_path"}
+                   "regime_path", "max_replicates"}
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ class Profile:
     # budget too small to narrow a fit: inconclusive in quick, holds in full); None: the claim's `expect`.
     expect: str | None = None
     regime_path: RegimePath | None = None  # the profile's own path, else the check's (its configurations included)
+    # early stop: the most draws a probabilistic configuration takes while its confidence sequence is undecided
+    # (`replicates` are the first batch, read shard by shard; 0: `replicates`)
+    max_replicates: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,7 +362,15 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
         raise ClaimError(path, f"{where}.expect", f"'{expect}' is not a verdict", f"one of {VERDICTS}")
     rpath = (_parse_regime_path(raw["regime_path"], params, path, f"{where}.regime_path")
              if "regime_path" in raw else None)
-    return Profile(tuple(configs), reps, shard, explore, early, hunt, expect, rpath)
+    # Draws until decided: past its `replicates` an undecided probabilistic configuration draws on, in waves that
+    # double its draws, up to max_replicates (docs/verdicts.md). The quick profile stops at its replicates (what
+    # pytest runs stays cheap); every other profile draws up to DRAW_BUDGET, enough to read a rate 1.5 delta at
+    # delta = 0.003 violated (tests/calibration/test_sequential.py).
+    cap = raw.get("max_replicates", reps if name == "quick" else max(reps, DRAW_BUDGET))
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < reps:
+        raise ClaimError(path, f"{where}.max_replicates", f"expected an integer >= replicates ({reps}), got {cap!r}",
+                         "the draws an undecided configuration may take, counting its first `replicates`")
+    return Profile(tuple(configs), reps, shard, explore, early, hunt, expect, rpath, cap)
 
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:

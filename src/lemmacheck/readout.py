@@ -31,3 +31,12 @@ def deciding_slope(sc: dict[str, Any] | None) -> tuple[str, float, tuple[float, 
         k = max(slopes, key=lambda n: abs(slopes[n]))
     lo, hi = cis.get(k, (math.nan, math.nan))
     return k, slopes[k], (lo, hi)
+
+
+def draws_needed_text(cfg: Any) -> str:
+    """What an undecided probabilistic configuration would need (verdicts.ConfigResult.draws_needed)."""
+    drawn = f"{cfg.drawn:,} drawn of {max(cfg.planned, cfg.drawn):,} allowed"
+    if cfg.draws_needed is None:
+        return f"no number of draws decides it at its current rate, which is at delta ({drawn})"
+    return (f"about {cfg.draws_needed:,} draws would decide it if its rate held ({drawn}; the profile's "
+            "max_replicates sets the budget)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -58,17 +59,20 @@ def plan(claim: Claim, profile: str, seed: int,
     examples = corpus.hunt_budget(claim, profile)  # the full profile hunts by default (corpus.hunt_budget)
     if examples and hunted is None:
         hunted = corpus.hunted(claim, examples, seed, profile=profile)
+    # early stop needs a second shard to save anything; a one-shard configuration keeps the fixed-size interval
+    # (and is charged alpha/2, not the sequence's alpha as well: false_violation_bound). It draws the claim's
+    # replicates shard by shard, then on in waves up to the profile's max_replicates while undecided: the hunt's
+    # configuration too (where the statement came closest to failing, the draws matter most).
+    early = prof.early_stop and claim.mode == "probabilistic" and prof.max_replicates > prof.shard_size
+    budget = prof.max_replicates if early else 0
     if examples:
-        replayed += [ConfigPlan(p, s, prof.replicates, prof.shard_size, False, definition)
+        replayed += [ConfigPlan(p, s, prof.replicates, prof.shard_size, early, definition, budget)
                      for p, s, definition in hunted or []]
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
-    # early stop needs a second shard to save anything; a one-shard configuration keeps the fixed-size interval
-    # (and is charged alpha/2, not the sequence's alpha as well: false_violation_bound)
-    early = prof.early_stop and claim.mode == "probabilistic" and prof.replicates > prof.shard_size
     return replayed + [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size,
-                                  early) for c in cfgs]
+                                  early, budget=budget) for c in cfgs]
 
 
 class InProcessExecutor(Executor):
@@ -109,13 +113,13 @@ class _Pool:
 
 def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id: int, progress: Any = None,
            hunted: Callable[[HuntTask, tuple], list[ShardTask]] | None = None,
-           followed: Callable[[ShardTask], ShardTask | None] | None = None) -> None:
+           followed: Callable[[ShardTask], list[ShardTask]] | None = None) -> None:
     """Run tasks with a bounded number in flight and commit each shard as soon as it completes, so a kill
     loses at most the shards in flight (one, in-process). A shard whose worker process died is run again on a
     fresh pool: only completed shards are written, each once (the store's key refuses a second row). A HuntTask's
     outcome (run_hunt_task's) goes to `hunted`, which plans its claim and returns that claim's shards to run
-    after the rest. `followed` gives the shard that follows a stored one (an early-stopping configuration's next,
-    while undecided), run next: a chain of sequential shards never waits for the rest of the queue."""
+    after the rest. `followed` gives the shards that follow a stored one (an early-stopping configuration's next
+    wave, while undecided), run next: a chain of sequential shards never waits for the rest of the queue."""
     window = 1 if isinstance(pool.ex, InProcessExecutor) else 2 * max(1, getattr(pool.ex, "_max_workers", 1))
     pending = collections.deque(tasks)
     retry: list[ShardTask | HuntTask] = []
@@ -169,11 +173,10 @@ def _drain(pool: _Pool, tasks: list[ShardTask | HuntTask], store: Store, run_id:
                 hunt_done(task, rec)
                 continue
             store.write_shard(run_id, rec)
-            after = followed(task) if followed is not None else None
-            if after is not None:
-                pending.appendleft(after)
+            after = followed(task) if followed is not None else []
+            pending.extendleft(reversed(after))  # a wave runs next, in shard order
             if progress is not None:
-                progress.planned([after] if after is not None else [])  # before shard_done: the claim goes on
+                progress.planned(after)  # before shard_done: the claim goes on
                 progress.shard_done(task, rec)
         if broken:
             # every other in-flight future of a broken pool fails too: collect them, then start a fresh pool
@@ -213,18 +216,36 @@ def shard_scale(shards: list[ShardRecord]) -> np.ndarray | None:
     return shard_extra(shards, "scale")
 
 
-def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan) -> ShardTask | None:
-    """The next shard of an early-stopping configuration, or None once it is decided or exhausted. "Decided" is
-    the verdict `evaluate` would give from the shards so far with the confidence sequence (holds or violated),
-    so a configuration never stops on a count that the verdict then reads otherwise (misses, NaN, errors)."""
+def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigPlan,
+                     stored: ShardTask | None = None) -> list[ShardTask]:
+    """The shards an early-stopping configuration draws next: none once it is decided or its budget is spent,
+    else the wave up to its next look (ConfigPlan.looks). "Decided" is the verdict `evaluate` would give from the
+    stored prefix of shards with the confidence sequence (holds or violated), so a configuration never stops on a
+    count that the verdict then reads otherwise (misses, NaN, errors). `stored`: the shard just stored (the run
+    goes on from it): only the shard that completes a look's prefix starts the next wave (a wave's other shards
+    are in flight); None (admitting a claim, or a resumed run): every missing shard of the current wave."""
     shards = sorted(store.shards(run_id, claim.id, j), key=lambda r: r.shard_index)
-    if len(shards) >= p.n_shards or any(s.error for s in shards):
-        return None
-    if shards:
-        cr, _ = _shards_result(claim, j, p.params, p.seed, shards, p.shard_size, p.replicates, True, anytime=True)
-        if cr.verdict in ("holds", "violated"):
-            return None
-    return _task(claim, j, p, len(shards))
+    if any(s.error for s in shards):
+        return []
+    have = {s.shard_index for s in shards}
+    done = 0
+    while done in have:
+        done += 1
+    looks = p.looks()
+    if stored is not None and (done not in looks or max(have) >= done or stored.shard_index >= done):
+        return []  # the wave is still being drawn (or this shard is not the one that completed it)
+    at = max([n for n in looks if n <= done], default=0)
+    if at and at == done:
+        prefix = shards[:done]
+        cr, _ = _shards_result(claim, j, p.params, p.seed, prefix, p.shard_size, p.cap, True, anytime=True)
+        if cr.verdict in ("holds", "violated") or done >= p.n_shards:
+            return []
+        if done * p.shard_size >= p.replicates and not cr.violations and (cr.draws_needed or math.inf) > p.cap:
+            # no violation yet and "holds" out of reach within the budget even if none ever comes (delta too
+            # small for it): more draws would be spent in vain; the verdict states the draws it would take
+            return []
+    upto = next(n for n in looks if n > at)
+    return [_task(claim, j, p, k) for k in range(at, upto) if k not in have]
 
 
 def _shards_result(claim: Claim, index: int, params: dict[str, float], seed: int, shards: list[ShardRecord],
@@ -446,7 +467,7 @@ class _Planner:
         every missing shard of a fixed-size configuration, the next shard of an undecided early-stopping one."""
         claim_plans = claim_plans + [p for p in self.waiting.pop(claim.id, []) if p not in claim_plans]
         self.store.record_plan(self.run_id, claim.id, str(claim.source), claim.snapshot,
-                               [(p.params, p.seed, p.replicates, p.shard_size, p.early_stop,
+                               [(p.params, p.seed, p.replicates, p.shard_size, _early_column(p),
                                  pins_of(claim, p.definition)) for p in claim_plans])
         self.plans[claim.id] = claim_plans
         done = self.store.done_shards(self.run_id, claim.id)
@@ -454,7 +475,7 @@ class _Planner:
         for j, p in enumerate(claim_plans[first:], start=first):
             if p.early_stop:
                 self.sequential[(claim.id, j)] = (claim, j, p)
-                tasks.extend(t for t in [_next_sequential(self.store, self.run_id, claim, j, p)] if t is not None)
+                tasks.extend(_next_sequential(self.store, self.run_id, claim, j, p))
                 continue
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
@@ -463,10 +484,10 @@ class _Planner:
         """Whether the shard is one of an early-stopping configuration's."""
         return (task.claim_id, task.config_index) in self.sequential
 
-    def follow(self, task: ShardTask) -> ShardTask | None:
-        """The next shard of the early-stopping configuration `task` drew for, while it is undecided."""
+    def follow(self, task: ShardTask) -> list[ShardTask]:
+        """The next wave of the early-stopping configuration `task` drew for, while it is undecided."""
         chain = self.sequential.get((task.claim_id, task.config_index))
-        return None if chain is None else _next_sequential(self.store, self.run_id, *chain)
+        return [] if chain is None else _next_sequential(self.store, self.run_id, *chain, stored=task)
 
     def hunt_returned(self, task: HuntTask, returned: tuple) -> list[ShardTask]:
         """run_hunt_task's (configs, probe cells, counterexample, seconds), with an error text after them when
@@ -529,7 +550,15 @@ def recorded_plan(store: Store, run_id: int, claim: Claim) -> list[ConfigPlan] |
     if not rows:
         return None
     return [ConfigPlan(r["params"], r["seed"], r["replicates"], r["shard_size"], r["early_stop"],
-                       apply_pins(claim, r["pinned"]).snapshot if r["pinned"] else "") for r in rows]
+                       apply_pins(claim, r["pinned"]).snapshot if r["pinned"] else "", r["budget"]) for r in rows]
+
+
+def _early_column(p: ConfigPlan) -> int:
+    """The store's early_stop column: 0 fixed size, 1 early stop within `replicates`, else the budget (draws up
+    to it while undecided), so a store needs no new column and one written before budgets reads as before."""
+    if not p.early_stop:
+        return 0
+    return p.cap if p.cap > p.replicates else 1
 
 
 def _update_run(store: Store, run_id: int, claims: list[Claim], rerun: set[str]) -> None:
@@ -587,12 +616,14 @@ def evaluate(store: Store, run_id: int, claims: Iterable[Claim]) -> list[ClaimRe
             shards = sorted(store.shards(run_id, claim.id, c["index"]), key=lambda r: r.shard_index)
             if not shards:
                 continue
-            # An early-stopping configuration that stopped before its planned shards was decided by the
-            # anytime-valid sequence; one that spent them all reads the fixed-size interval at the full size.
-            planned = ConfigPlan(c["params"], c["seed"], c["replicates"], c["shard_size"])
+            # An early-stopping configuration that stopped before its budget's shards was decided by the
+            # anytime-valid sequence (or stopped where "holds" was out of the budget's reach); one that spent them
+            # all reads the fixed-size interval at the full size.
             early = bool(c["early_stop"])
+            planned = ConfigPlan(c["params"], c["seed"], c["replicates"], c["shard_size"], early,
+                                 budget=c["budget"])
             cr, sample = _shards_result(claim, c["index"], c["params"], c["seed"], shards, c["shard_size"],
-                                        c["replicates"], early, anytime=early and len(shards) < planned.n_shards)
+                                        planned.cap, early, anytime=early and len(shards) < planned.n_shards)
             cr.pinned = c.get("pinned")  # a hunted or corpus configuration's dataset/labels/search: repro needs it
             cfgs.append(cr)
             samples.append(sample)

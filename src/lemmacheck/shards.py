@@ -39,13 +39,32 @@ class ConfigPlan:
     shard_size: int
     early_stop: bool = False
     definition: str = ""  # the claim as run, when not its own snapshot: a corpus entry's pinned claim
+    # early stop: the most draws it may take (the profile's max_replicates; 0 or less than `replicates`: replicates)
+    budget: int = 0
+
+    @property
+    def cap(self) -> int:
+        """The draws this configuration may take: `replicates`, or its budget when it draws until decided."""
+        return max(self.replicates, self.budget) if self.early_stop else self.replicates
 
     @property
     def n_shards(self) -> int:
-        return math.ceil(self.replicates / self.shard_size)
+        return math.ceil(self.cap / self.shard_size)
 
     def shard_replicates(self, k: int) -> int:
-        return min(self.shard_size, self.replicates - k * self.shard_size)
+        return min(self.shard_size, self.cap - k * self.shard_size)
+
+    def looks(self) -> list[int]:
+        """Early stop: the shard counts after which the confidence sequence is read. Every shard of the first
+        `replicates` draws (as before budgets existed), then waves that double the draws up to the budget: a
+        wave's shards run in parallel, and the decision reads only the stored prefix at a look, so it is the same
+        whatever the worker count or order of completion. Doubling keeps the draws within twice what the
+        decision needed and the looks few (the sequence is valid at every look, however many)."""
+        first = math.ceil(self.replicates / self.shard_size)
+        out = list(range(1, min(first, self.n_shards) + 1))
+        while out[-1] < self.n_shards:
+            out.append(min(self.n_shards, math.ceil(min(2 * out[-1] * self.shard_size, self.cap) / self.shard_size)))
+        return out
 
 
 @dataclass(frozen=True)

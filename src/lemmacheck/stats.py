@@ -176,6 +176,41 @@ def bernoulli_confidence_sequence(k: int, n: int, alpha: float = DEFAULT_ALPHA) 
     return min(lower, cp_lower), max(upper, cp_upper)
 
 
+def draws_to_decide(k: int, n: int, delta: float, alpha: float = DEFAULT_ALPHA,
+                    limit: int = 1 << 40) -> int | None:
+    """The draws at which :func:`bernoulli_confidence_sequence` would exclude ``delta`` if the violation rate
+    stayed at its current estimate ``k / n``: the least ``N >= n`` whose interval at ``round(N k / n)``
+    violations lies wholly above ``delta`` (rate above it) or below it (rate below it; ``k = 0``: no violation
+    in ``N`` draws).  ``None`` when no ``N`` up to ``limit`` would (the rate estimate equals ``delta``, or it is
+    too close to tell apart within ``limit`` draws).  A projection, not a promise: the rate moves as draws
+    come, so it says roughly how many draws an undecided configuration needs, never what they would show."""
+    k, n = _check_counts(k, n)
+    alpha = _check_alpha(alpha)
+    if n == 0 or not 0.0 < delta < 1.0:
+        return None
+    rate = k / n
+    if rate == delta:
+        return None
+    above = rate > delta
+
+    def decides(m: int) -> bool:
+        lo, hi = bernoulli_confidence_sequence(min(m, round(m * rate)), m, alpha)
+        return lo > delta if above else hi < delta
+
+    if decides(n):
+        return n
+    # the interval narrows as N grows at a fixed rate (up to rounding of the count): bracket by doubling, bisect
+    lo_n, hi_n = n, 2 * n
+    while not decides(hi_n):
+        if hi_n >= limit:
+            return None
+        lo_n, hi_n = hi_n, min(2 * hi_n, limit)
+    while hi_n - lo_n > max(1, lo_n // 1000):  # 0.1%: a projection needs no more digits
+        mid = (lo_n + hi_n) // 2
+        lo_n, hi_n = (lo_n, mid) if decides(mid) else (mid, hi_n)
+    return hi_n
+
+
 def _clopper_pearson_fast(k: int, n: int, alpha: float) -> tuple[float, float]:
     # Same numbers as clopper_pearson (scipy's beta.ppf is boost's ibeta_inv, as is betaincinv) without
     # the ~0.2 ms of scipy.stats dispatch: runners call the confidence sequence after every draw.

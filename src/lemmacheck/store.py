@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS configs (
     seed        INTEGER NOT NULL,
     replicates  INTEGER NOT NULL,
     shard_size  INTEGER NOT NULL,
-    early_stop  INTEGER NOT NULL DEFAULT 0,  -- 1: shards ran in waves until the confidence sequence decided
+    early_stop  INTEGER NOT NULL DEFAULT 0,  -- 1: shards ran in waves until the confidence sequence decided;
+                                             -- above 1: so, up to that many draws (the profile's max_replicates)
     pinned      TEXT,            -- JSON {points, labels, search} of a hunted or corpus configuration, else NULL
     PRIMARY KEY (run_id, claim_id, config_index)
 );
@@ -376,7 +377,8 @@ class Store:
         rows = self.db.execute(f"SELECT config_index, params, seed, replicates, shard_size, early_stop, {pinned} "
                                "FROM configs WHERE run_id=? AND claim_id=? ORDER BY config_index", (run_id, claim_id))
         return [{"index": r[0], "params": json.loads(r[1]), "seed": r[2], "replicates": r[3], "shard_size": r[4],
-                 "early_stop": bool(r[5]), "pinned": json.loads(r[6]) if r[6] else None} for r in rows]
+                 "early_stop": bool(r[5]), "budget": r[5] if r[5] > 1 else r[3],
+                 "pinned": json.loads(r[6]) if r[6] else None} for r in rows]
 
     def shards(self, run_id: int, claim_id: str, config_index: int) -> Iterator[ShardRecord]:
         rows = self.db.execute(

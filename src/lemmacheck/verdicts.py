@@ -30,6 +30,7 @@ from .stats import (
     bernoulli_confidence_sequence,
     clopper_pearson,
     draws_for_quantile,
+    draws_to_decide,
     fit_quantile_scaling,
     fit_scaling,
     log_growth_test,
@@ -78,6 +79,9 @@ class ConfigResult:
     planned: int = 0  # replicates the profile allows this configuration (drawn < planned: it stopped early)
     sequential: bool = False  # drawn shard by shard until decided (early stop); see false_violation_bound
     pinned: dict[str, Any] | None = None  # a hunted or corpus configuration's fixed dataset/labels/search
+    # undecided probabilistic configuration: the draws at which the anytime-valid sequence would decide it if the
+    # rate stayed at its estimate (stats.draws_to_decide); None when decided, or when no number would
+    draws_needed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -254,6 +258,9 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         verdict = "inconclusive"
     if claim.mode == "scaling" and verdict == "holds":
         verdict = "n/a"  # these draws do not refute any constant: the fit decides
+    needed = None
+    if claim.mode == "probabilistic" and verdict == "inconclusive" and n and not errors:
+        needed = draws_to_decide(decided + unknown, n, delta, alpha)
     vacuous = delta >= 1.0
     if chk.trivial is not None:
         t = chk.trivial.evaluate(params)
@@ -270,7 +277,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         float(v.max()) if n else None, float(np.median(v)) if n else None,
         int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
         "confidence-sequence" if anytime else "clopper-pearson", nonpositive, not_reached, steps,
-        planned or len(value), bool(sequential))
+        planned or len(value), bool(sequential), draws_needed=needed)
 
 
 def _aggregate(verdicts: list[str]) -> str | None:

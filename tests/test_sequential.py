@@ -1,0 +1,136 @@
+"""Draws until decided: an undecided probabilistic configuration draws on past its replicates, in waves, up to
+the profile's max_replicates; the decision reads the stored prefix at each look, so any worker count gives the
+same draws and verdicts. Undecided configurations state the draws their rate implies would decide them."""
+
+import pytest
+
+from lemmacheck.claims import load_claim, load_claims
+from lemmacheck.errors import ClaimError
+from lemmacheck.runner import evaluate, plan, run_claims
+from lemmacheck.shards import ConfigPlan
+from lemmacheck.stats import bernoulli_confidence_sequence, draws_to_decide
+from lemmacheck.store import Store
+from lemmacheck.summary import failure_text, run_json
+
+EXTENSION = '''
+import torch
+from lemmacheck.context import Observation
+from lemmacheck.registry import QUANTITIES
+
+@QUANTITIES.register("test-seq-uniform", "test only: a uniform draw", networks=("scalar",))
+def uniform(ctx):
+    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))
+'''
+
+# u <= q fails with probability 1 - q; stated: with probability 1 - delta
+CLAIM = '''
+id = "seq/fact-1/uniform"
+paper = "seq"
+result = "Fact 1"
+title = "a uniform draw is at most q"
+statement = 'u \\\\le q'
+kind = "probability-tool"
+network = "scalar"
+[params]
+q = { values = [0.87, 1.0] }
+delta = { values = [0.1, 1e-6] }
+[check]
+quantity = "test-seq-uniform"
+relation = "<="
+bound = "q"
+probability = "1 - delta"
+[profiles.quick]
+replicates = 200
+shard_size = 100
+grid = { q = [0.87], delta = [0.1] }
+[profiles.full]
+replicates = 200
+shard_size = 100
+max_replicates = 20000
+configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]
+'''
+
+
+def _write(tmp_path, text=CLAIM, name="a"):
+    # a quantity name per folder: the registry refuses one name from two extension folders
+    d = tmp_path / "claims" / "seq"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "extension.py").write_text(EXTENSION.replace("test-seq-uniform", f"test-seq-uniform-{name}"))
+    (d / "uniform.toml").write_text(text.replace("test-seq-uniform", f"test-seq-uniform-{name}"))
+    return d
+
+
+def _run(d, db, profile, workers=1):
+    claims, errors = load_claims([d])
+    assert not errors
+    store = Store(db)
+    run_id = run_claims(claims, store, profile=profile, workers=workers, paths=[str(d)])
+    res = evaluate(store, run_id, claims)
+    return res, run_json(store.run_info(run_id), res)
+
+
+def test_a_rate_near_delta_is_decided_by_drawing_past_the_replicates_and_any_worker_count_agrees(tmp_path):
+    """Rate 0.13 against delta 0.1 needs a few thousand draws: the quick profile (no budget past its 200
+    replicates) reads inconclusive and states the draws that would decide it; the full profile draws on in
+    doubling waves and reads violated, with the anytime-valid sequence, well before its 20,000."""
+    d = _write(tmp_path)
+    quick, qdoc = _run(d, tmp_path / "q.db", "quick")
+    (cfg,) = quick[0].configs
+    assert cfg.verdict == "inconclusive" and cfg.drawn == cfg.planned == 200
+    assert cfg.draws_needed == draws_to_decide(cfg.violations, 200, 0.1) and 200 < cfg.draws_needed < 20000
+    assert f"{cfg.draws_needed:,} draws" in failure_text(quick[0])
+    assert qdoc["claims"][0]["configs"][0]["draws_needed"] == cfg.draws_needed
+    full, fdoc = _run(d, tmp_path / "f.db", "full")
+    near = next(c for c in full[0].configs if c.params["q"] == 0.87)
+    assert near.verdict == "violated" and near.interval == "confidence-sequence"
+    assert 200 < near.drawn < 20000 and near.planned == 20000
+    # looks at 200 draws shard by shard, then at doubling draws: the stop is at a look
+    assert near.drawn in {100 * n for n in ConfigPlan({}, 0, 200, 100, True, budget=20000).looks()}
+    assert bernoulli_confidence_sequence(near.violations, near.drawn)[0] > 0.1
+    _, again = _run(d, tmp_path / "f2.db", "full", workers=2)
+    strip = [{k: v for k, v in c.items() if k != "seconds"} for c in fdoc["claims"][0]["configs"]]
+    assert strip == [{k: v for k, v in c.items() if k != "seconds"} for c in again["claims"][0]["configs"]]
+
+
+def test_no_violation_and_holds_out_of_the_budgets_reach_stops_at_the_replicates(tmp_path):
+    """delta = 1e-6 with no violation: "holds" would take ~2e7 draws, beyond max_replicates, so the configuration
+    stops after its replicates instead of spending the budget in vain, and says how many it would take."""
+    d = _write(tmp_path, name="b")
+    full, _ = _run(d, tmp_path / "f.db", "full")
+    tiny = next(c for c in full[0].configs if c.params["q"] == 1.0)
+    assert tiny.violations == 0 and tiny.drawn == 200 and tiny.verdict == "inconclusive"
+    assert tiny.draws_needed == draws_to_decide(0, 200, 1e-6) > 20000
+
+
+def test_max_replicates_defaults_and_validation(tmp_path):
+    d = _write(tmp_path, name="c")
+    claim = load_claim(d / "uniform.toml")
+    assert claim.profiles["quick"].max_replicates == 200  # quick: its replicates, as before budgets
+    assert all(p.cap == 200 for p in plan(claim, "quick", 0))
+    assert all(p.cap == 20000 for p in plan(claim, "full", 0))
+    from lemmacheck.claims import DRAW_BUDGET
+    d2 = _write(tmp_path / "b", CLAIM.replace("max_replicates = 20000\n", ""), name="d")
+    assert load_claim(d2 / "uniform.toml").profiles["full"].max_replicates == DRAW_BUDGET
+    d3 = _write(tmp_path / "c", CLAIM.replace("max_replicates = 20000", "max_replicates = 100"), name="e")
+    with pytest.raises(ClaimError, match=r"profiles\.full\.max_replicates"):
+        load_claim(d3 / "uniform.toml")
+
+
+def test_a_killed_wave_resumes_to_the_same_draws(tmp_path):
+    """A run that lost the shards of a wave (killed mid-wave) draws exactly the missing ones on --resume: the
+    result equals an uninterrupted run's."""
+    d = _write(tmp_path, name="f")
+    _, whole = _run(d, tmp_path / "a.db", "full")
+    claims, _ = load_claims([d])
+    store = Store(tmp_path / "b.db")
+    run_id = run_claims(claims, store, profile="full", paths=[str(d)])
+    near = next(c for c in store.configs(run_id, claims[0].id) if c["params"]["q"] == 0.87)
+    n = max(r.shard_index for r in store.shards(run_id, claims[0].id, near["index"]))
+    # drop the last wave's first and last shards, as a kill would leave it (shards commit one by one)
+    store.db.execute("DELETE FROM shards WHERE run_id=? AND config_index=? AND shard_index IN (?, ?)",
+                     (run_id, near["index"], n, n // 2 + 1))
+    store.db.execute("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))
+    run_claims(claims, store, profile="full", paths=[str(d)], resume=True)
+    again = run_json(store.run_info(run_id), evaluate(store, run_id, claims))
+    strip = [{k: v for k, v in c.items() if k != "seconds"} for c in whole["claims"][0]["configs"]]
+    assert strip == [{k: v for k, v in c.items() if k != "seconds"} for c in again["claims"][0]["configs"]]
