@@ -64,8 +64,13 @@ class StandInDevice(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(func, "__self__", None) is _DEVICE_ATTR:  # t.device: the stand-in's own for its tensors
             return STANDIN if args and _where(args[0]) == "device" else func(*args, **kwargs)
-        if func in _NEUTRAL or getattr(func, "__name__", "") in ("__get__", "__set__"):
+        if func in _NEUTRAL or getattr(func, "__name__", "") == "__set__":
             return func(*args, **kwargs)
+        if getattr(func, "__name__", "") == "__get__":  # a property: a tensor it gives (t.T, t.mT, t.grad) lives
+            out = func(*args, **kwargs)                # where its owner does, as on CUDA
+            if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+                _mark(out, DEV if _where(args[0]) == "device" else CPU)
+            return out
         flat = tree_flatten((args, kwargs))[0]
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
         where = [_where(t) for t in tensors]

@@ -13,6 +13,14 @@ from typing import Any
 import numpy as np
 import torch
 
+HOST = torch.device("cpu")
+
+
+def on_host(t: torch.Tensor) -> bool:
+    """Whether t lives in host memory, where the LAPACK/numpy fast paths apply. Compared with the whole device,
+    not its type: tests/standin_device.py stands in for a GPU as cpu:0, and so takes the paths a GPU takes."""
+    return t.device == HOST
+
 
 def to_numpy(t: Any, dtype: torch.dtype | None = None) -> np.ndarray:
     """A numpy array of t (tensor, array or scalar) on the CPU, detached; `dtype` converts first (on the CPU)."""

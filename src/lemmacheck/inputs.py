@@ -462,8 +462,8 @@ def check_premises(spec: Any) -> tuple[str, ...]:
 
 
 def meets_premises(X: torch.Tensor, premises: Sequence[str]) -> torch.Tensor:
-    """(R,) bool: which datasets X (R, n, d) meet every premise."""
-    ok = torch.ones(X.shape[0], dtype=torch.bool)
+    """(R,) bool on the CPU: which datasets X (R, n, d) meet every premise."""
+    ok = torch.ones(X.shape[0], dtype=torch.bool, device="cpu")  # not the shard's default device: a GPU's
     for name in premises:
         ok &= PREMISES[name].holds(X.detach()).cpu()
     return ok

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .boundary import to_numpy
+from .boundary import on_host, to_numpy
 
 # eigvalsh of the Gram up to this min-dimension: faster than the certified block Krylov at every width measured (one
 # Gaussian matrix, CPU s: 10.8 vs 12.4 at 4096, 73 vs 133 at 8192; the SVD 32 and 247), Krylov only where the
@@ -47,7 +47,7 @@ def gram(W: torch.Tensor) -> torch.Tensor:
     products summed in another order: `gram_rounding_bound` covers any order)."""
     A = W.to(torch.float64)
     a, b = A.shape[-2:]
-    if A.device.type != "cpu" or A.requires_grad or a * b < SYRK_MIN_ENTRIES or A.numel() == 0:
+    if not on_host(A) or A.requires_grad or a * b < SYRK_MIN_ENTRIES or A.numel() == 0:
         return A.transpose(-1, -2) @ A if b <= a else A @ A.transpose(-1, -2)
     flat = A.reshape(-1, a, b)
     out = torch.empty(flat.shape[0], min(a, b), min(a, b), dtype=torch.float64)
@@ -62,7 +62,7 @@ def top_eigenvalue(G: torch.Tensor) -> torch.Tensor:
     2 * underflow), so the error is the tridiagonal reduction's backward error, as for eigvalsh: what
     `gram_rounding_bound` allows for. Batches on other devices, small or differentiated ones by torch's eigvalsh."""
     n = G.shape[-1]
-    if G.device.type != "cpu" or G.requires_grad or n < TOP_EIG_MIN_N or G.numel() == 0:
+    if not on_host(G) or G.requires_grad or n < TOP_EIG_MIN_N or G.numel() == 0:
         return torch.linalg.eigvalsh(G)[..., -1]
     return _syevx_top(G.to(torch.float64).reshape(-1, n, n), vectors=False)[0].reshape(G.shape[:-2]).to(G.dtype)
 
@@ -135,7 +135,7 @@ def operator_norm(M: torch.Tensor) -> torch.Tensor:
     nothing else, and a full batched SVD cost 5x more); on other devices the SVD."""
     if not M.requires_grad:
         return spectral_norm(M)[0]
-    if M.device.type != "cpu" or min(M.shape[-2:]) > EXACT_SVD_MAX or M.numel() == 0:
+    if not on_host(M) or min(M.shape[-2:]) > EXACT_SVD_MAX or M.numel() == 0:
         return torch.linalg.matrix_norm(M, ord=2)
     return _TopSingular.apply(M)
 

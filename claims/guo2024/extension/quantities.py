@@ -693,7 +693,8 @@ def generalization_gap(ctx: Context) -> Observation:
     noise = float(ctx.arg("noise", 0.0))  # the noise-free F of R(W) = E||F(x) - N(x; W)||² by default
     Y = synthetic_target(X) + (noise * ctx.randn(ctx.replicates, n, 1) if noise else 0.0)
     spec = dict(ctx.inputs_spec, n=str(int(ctx.arg("n_test", 1000))), separation="0", geometry="random")
-    Xt = Context(ctx.claim_id, ctx.params, ctx.replicates, ctx.generator, ctx.dtype, inputs_spec=spec).inputs()
+    Xt = Context(ctx.claim_id, ctx.params, ctx.replicates, ctx.generator, ctx.dtype, ctx.device,
+                 inputs_spec=spec).inputs()
     Yt = synthetic_target(Xt)
     if ctx.i("d", 1) != 1:
         raise EstimatorError("Lemma 4.3's check uses the scalar synthetic task: d = 1")

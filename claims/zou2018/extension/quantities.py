@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from lemmacheck.boundary import on_host
 from lemmacheck.context import Context, Observation
 from lemmacheck.linalg import (
     BallTracker,
@@ -141,7 +142,7 @@ def _scale_structured(G: torch.Tensor, tau: float, eigs: dict) -> torch.Tensor:
     m = 2048), which is kept in `eigs` for the tracker of the start it makes. Above `linalg.EXACT_SVD_MAX` too:
     the tracker needs this eigensolve anyway.
     On a GPU the engine's scaling and the trackers' own eigensolves (torch, on the device) stay."""
-    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1] or G.device.type != "cpu":
+    if min(G.shape[-2:]) < TRACK_MIN or G.shape[-2] < G.shape[-1] or not on_host(G):
         return BALLS["spectral"][0](G, tau)
     import scipy.linalg  # as linalg.clip_spectral: only where a search projects
     from scipy.linalg.blas import dsyrk
