@@ -25,7 +25,14 @@ from .errors import ClaimError
 from .expressions import Expr, ExpressionError, parse
 from .functions import ROLES as FUNCTION_ROLES
 from .functions import FunctionSpecError, check_function_spec
-from .inputs import check_points, check_premises, coefficient_spec, label_pattern
+from .inputs import (
+    QUANTIFIED,
+    check_points,
+    check_premises,
+    check_quantified,
+    coefficient_spec,
+    label_pattern,
+)
 from .registry import INPUTS, NETWORKS, QUANTITIES
 
 VERDICTS = ("holds", "violated", "inconclusive", "infeasible")
@@ -505,7 +512,8 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     if inputs:
         ik = inputs.get("kind")
         # Labels alone (a quantity that draws labels but no data) need no generator.
-        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients", *FUNCTION_ROLES}):
+        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients", *FUNCTION_ROLES,
+                                                                     *QUANTIFIED}):
             raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
         spec = INPUTS.get(ik).extra.get("fields", {}) if ik is not None else {}
         for k, v in inputs.items():
@@ -534,6 +542,13 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     check_function_spec(v)
                 except FunctionSpecError as e:
                     raise ClaimError(path, ".".join(filter(None, ("inputs", k, e.field))), e.problem, e.fix) from None
+                continue
+            if k in QUANTIFIED:  # "for all W": matrices drawn by ctx.weights / ctx.perturbation in a declared ball
+                for f, problem in check_quantified(k, v):
+                    raise ClaimError(path, ".".join(filter(None, ("inputs", k, f))), problem)
+                radii = v.get("radius")
+                for j, r in enumerate(radii if isinstance(radii, list) else [] if radii is None else [radii]):
+                    _expr(r, set(params), path, f"inputs.{k}.radius" + (f"[{j}]" if isinstance(radii, list) else ""))
                 continue
             if k == "points":  # a pinned dataset (a hunt's counterexample): every replicate uses it
                 try:

@@ -16,7 +16,16 @@ import torch
 from .errors import EstimatorError
 from .expressions import parse
 from .functions import ROLES, Member, resolve
-from .inputs import broken_premises, draw_coefficients, draw_labels, meets_premises, pinned_dataset
+from .inputs import (
+    broken_premises,
+    draw_coefficients,
+    draw_labels,
+    draw_perturbation,
+    draw_weights,
+    matrix_norm,
+    meets_premises,
+    pinned_dataset,
+)
 from .registry import INPUTS
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -54,6 +63,12 @@ class Context:
     network: str = ""  # the claim's setting, so one estimator can serve several architectures of a paper
     # A hunt's fixed dataset (n, d) or (R, n, d): ctx.inputs() returns it instead of drawing one.
     dataset: torch.Tensor | None = None
+    # "for all W": what ctx.weights / ctx.perturbation returned last (where a search starts), the balls they
+    # declared (norm, radii per layer, the weights a relative radius is measured on) and a search's iterate, which
+    # they return instead of drawing (search.search_quantified).
+    quantified: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    balls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    overrides: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     _last_inputs: torch.Tensor | None = field(default=None, repr=False)
 
     def p(self, name: str, default: float | None = None) -> float:
@@ -77,6 +92,8 @@ class Context:
         spec.pop("coefficients", None)  # drawn by ctx.coefficients
         for role in ROLES:
             spec.pop(role, None)  # functions: ctx.function
+        spec.pop("weights", None)  # ctx.weights
+        spec.pop("perturbation", None)  # ctx.perturbation
         premises = spec.pop("premises", ())  # hypotheses on the data every dataset must meet (inputs.PREMISES)
         points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")
@@ -154,6 +171,63 @@ class Context:
     def loss(self) -> Member:
         """ctx.function("loss")."""
         return self.function("loss")
+
+    def _radii(self, role: str, spec: Mapping[str, Any], layers: int) -> list[float] | None:
+        r = spec.get("radius")
+        if r is None:
+            return None
+        rs = r if isinstance(r, list) else [r] * layers
+        if len(rs) != layers:
+            raise EstimatorError(f"{self.claim_id}: inputs.{role}.radius lists {len(rs)} radii for {layers} layers")
+        return [float(parse(str(x), set(self.params)).evaluate(self.params)) for x in rs]
+
+    def weights(self, layers: list[Any], layout: str = "in-out") -> list[torch.Tensor]:
+        """The weights a statement quantifies over ("for all W with ||W_l|| <= r_l"), declared as
+        `inputs.weights = { radius = ..., norm = "spectral" | "frobenius" }` (no radius: unconstrained, drawn at norm
+        1). `layers` is the layers' shapes [(a_l, b_l)] (drawn here, R per layer) or a network's own draw
+        [(R, a_l, b_l)] (a protocol network's initialisation: returned unchanged unless the claim declares the
+        weights). `layout` says which side of W_l reads W_{l-1}'s output ("in-out": z = x W). A search moves what
+        this returns (search.search_quantified); estimators never search it themselves."""
+        spec = self.inputs_spec.get("weights")
+        given = list(layers) if layers and isinstance(layers[0], torch.Tensor) else None
+        if not isinstance(spec, Mapping):
+            if given is not None:
+                return given
+            raise EstimatorError(f"{self.claim_id}: the quantity quantifies over weights the claim does not declare "
+                                 '(add inputs.weights = { radius = "1", norm = "spectral" })')
+        shapes = [tuple(W.shape[-2:]) for W in given] if given is not None else [tuple(s) for s in layers]
+        norm, radii = spec.get("norm", "spectral"), self._radii("weights", spec, len(shapes))
+        self.balls["weights"] = {"norm": norm, "radii": radii}
+        if "weights" in self.overrides:
+            Ws = self.overrides["weights"]
+        else:
+            family = spec.get("family", "given" if given is not None else "gaussian")
+            Ws = [W.to(self.device) for W in draw_weights(self.generator, family, shapes, radii, norm, layout,
+                                                          self.replicates, self.dtype, given)]
+        self.quantified["weights"] = Ws
+        return Ws
+
+    def perturbation(self, Ws: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A perturbation U_l of each layer W_l (R, a_l, b_l) in the ball the claim declares: `inputs.perturbation
+        = { radius = "tau" (or one per layer), relative = false, norm = "spectral" | "frobenius" }`, ||U_l|| <= r_l, or
+        ||U_l|| <= r_l ||W_l|| when relative. Drawn on the ball's sphere; a search moves it."""
+        spec = self.inputs_spec.get("perturbation")
+        if not isinstance(spec, Mapping):
+            raise EstimatorError(f"{self.claim_id}: the quantity draws a perturbation the claim does not declare "
+                                 '(add inputs.perturbation = { radius = "tau", relative = false, norm = "spectral" })')
+        norm, relative = spec.get("norm", "spectral"), bool(spec.get("relative", False))
+        rs = self._radii("perturbation", spec, len(Ws))
+        assert rs is not None
+        base = [W.detach() for W in Ws]
+        radii = [(matrix_norm(W, norm) * r if relative else torch.full((self.replicates,), r, dtype=W.dtype,
+                                                                        device=W.device)) for W, r in zip(base, rs)]
+        self.balls["perturbation"] = {"norm": norm, "radii": rs, "relative": relative, "base": base}
+        if "perturbation" in self.overrides:
+            Us = self.overrides["perturbation"]
+        else:
+            Us = draw_perturbation(self.generator, spec.get("family", "random"), base, radii, norm)
+        self.quantified["perturbation"] = Us
+        return Us
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, dtype=self.dtype).to(self.device)

@@ -90,7 +90,8 @@ def replay(claim: Claim) -> list[tuple[Probe, Probe]]:
     out = []
     for e in load(claim):
         again = probe(claim, e.params, 0, e.replicates, points=e.points, labels=e.labels, search=e.search or None,
-                      seed=e.seed, geometry=e.geometry, coefficients=e.coefficients, functions=e.functions)
+                      seed=e.seed, geometry=e.geometry, coefficients=e.coefficients, functions=e.functions,
+                      quantified=e.quantified)
         again.found_by = e.found_by
         out.append((e, again))
     return out
@@ -101,7 +102,7 @@ def plans(claim: Claim) -> list[tuple[dict[str, float], int, int, str]]:
     definition is the claim pinned to the entry's dataset, labels and search, run as one shard. Then the datasets
     of sibling claims' corpora (propagated)."""
     return [(dict(e.params), e.seed, e.replicates,
-             pinned(claim, e.points, e.labels, e.search or None, e.coefficients, e.functions).snapshot)
+             pinned(claim, e.points, e.labels, e.search or None, e.coefficients, e.functions, e.quantified).snapshot)
             for e in load(claim)] + propagated(claim)
 
 
@@ -257,7 +258,7 @@ def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_
         return [], cells, ce  # a scaling claim's fit reads only its sweep; a hunt adds only a refutation of every constant
     return [(dict(best.params), best.seed,
              pinned(claim, best.points, best.labels, best.search or None, best.coefficients,
-                    best.functions).snapshot)], cells, ce
+                    best.functions, best.quantified).snapshot)], cells, ce
 
 
 def probe_cells(probes: list[Probe]) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from .claims import Claim, parse_claim
 from .context import DTYPES, Context
 from .functions import ROLES as FUNCTION_ROLES
 from .functions import members, parse_member
-from .inputs import all_patterns
+from .inputs import QUANTIFIED, all_patterns
 from .registry import QUANTITIES
 from .search import move_points
 from .shards import ShardTask, config_seed, execute_shard, reproducible_hypothesis, shard_seed
@@ -61,6 +61,7 @@ class Probe:
     found_by: str = "hypothesis"
     coefficients: str | list[float] | None = None  # a pinned coefficient family or vector (ctx.coefficients)
     functions: dict[str, dict[str, Any]] | None = None  # a pinned member per function role (ctx.function)
+    quantified: dict[str, str] | None = None  # the family a searched weight/perturbation ball starts from
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -102,11 +103,13 @@ class HuntResult:
 
 def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[int] | str | None = None,
            search: str | None = None, coefficients: str | list[float] | None = None,
-           functions: dict[str, Any] | None = None) -> Claim:
+           functions: dict[str, Any] | None = None, quantified: dict[str, str] | None = None) -> Claim:
     """The claim with its dataset and/or labels fixed (every replicate uses them), its functions pinned to one
-    member of their class (`functions`: role -> member, functions.parse_member's form) and its perturbation search
-    replaced: an ordinary claim the runner executes and a corpus entry replays."""
-    if points is None and labels is None and not search and coefficients is None and not functions:
+    member of their class (`functions`: role -> member, functions.parse_member's form), the family its weights or
+    perturbation start from (`quantified`: role -> family) and its perturbation search replaced: an ordinary claim
+    the runner executes and a corpus entry replays. The search is seeded, so the weights it reaches replay exactly."""
+    if (points is None and labels is None and not search and coefficients is None and not functions
+            and not quantified):
         return claim
     raw = copy.deepcopy(claim.raw)
     inputs = raw.setdefault("inputs", {})
@@ -120,6 +123,10 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
         if role not in FUNCTION_ROLES or not isinstance(inputs.get(role), dict):
             raise ValueError(f"pinned: the claim declares no function class '{role}' (inputs.{role})")
         inputs[role] = {**inputs[role], "member": member}
+    for role, family in (quantified or {}).items():
+        if role not in QUANTIFIED or not isinstance(inputs.get(role), dict):
+            raise ValueError(f"pinned: the claim declares no searched {role} (inputs.{role})")
+        inputs[role] = {**inputs[role], "family": family}
     if search:
         raw.setdefault("check", {})["search"] = search
     return parse_claim(raw, claim.source)
@@ -138,6 +145,10 @@ def pins_of(claim: Claim, definition: str) -> dict[str, Any] | None:
         member = (inputs.get(role) or {}).get("member") if isinstance(inputs.get(role), dict) else None
         if member is not None and member != ((own.get(role) or {}).get("member")):
             out[role] = member
+    for role in QUANTIFIED:  # the family a weight/perturbation search starts from: {"weights": {"family": ...}}
+        fam = (inputs.get(role) or {}).get("family") if isinstance(inputs.get(role), dict) else None
+        if fam is not None and fam != ((own.get(role) or {}).get("family")):
+            out[role] = {"family": fam}
     search = (raw.get("check") or {}).get("search")
     if search and search != (claim.raw.get("check") or {}).get("search"):
         out["search"] = search
@@ -148,23 +159,27 @@ def apply_pins(claim: Claim, pins: dict[str, Any] | None) -> Claim:
     """The claim pinned as `pins` (pins_of's form) says; unknown keys are refused by name."""
     if not pins:
         return claim
-    extra = set(pins) - {"points", "labels", "search", "coefficients", *FUNCTION_ROLES}
+    extra = set(pins) - {"points", "labels", "search", "coefficients", *FUNCTION_ROLES, *QUANTIFIED}
     if extra:
         raise ValueError(f"pinned: unknown field(s) {sorted(extra)}; expected points, labels, search, coefficients, "
-                         + ", ".join(FUNCTION_ROLES))
+                         + ", ".join((*FUNCTION_ROLES, *QUANTIFIED)))
+    bad = [r for r in QUANTIFIED if r in pins and not (isinstance(pins[r], dict) and set(pins[r]) == {"family"})]
+    if bad:
+        raise ValueError(f"pinned: {bad[0]} must be {{\"family\": name}}")
     return pinned(claim, pins.get("points"), pins.get("labels"), pins.get("search"), pins.get("coefficients"),
-                  {r: pins[r] for r in FUNCTION_ROLES if r in pins})
+                  {r: pins[r] for r in FUNCTION_ROLES if r in pins},
+                  {r: pins[r]["family"] for r in QUANTIFIED if r in pins})
 
 
 def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int, *,
           points: list[list[float]] | None = None, labels: list[int] | None = None, search: str | None = None,
           seed: int | None = None, geometry: str = "", coefficients: str | list[float] | None = None,
-          functions: dict[str, Any] | None = None) -> Probe:
+          functions: dict[str, Any] | None = None, quantified: dict[str, str] | None = None) -> Probe:
     """Run one case through the runner's shard code: seed = the configuration's (run seed, claim, params)
     seed unless given (a corpus replay passes the recorded one)."""
     chk = claim.check
     assert chk is not None
-    run = pinned(claim, points, labels, search, coefficients, functions)
+    run = pinned(claim, points, labels, search, coefficients, functions, quantified)
     seed = config_seed(run_seed, claim.id, params) if seed is None else seed
     rec = execute_shard(ShardTask(str(claim.source), run.snapshot, claim.id, 0, 0, params, shard_seed(seed, 0),
                                   replicates))
@@ -185,7 +200,7 @@ def probe(claim: Claim, params: dict[str, float], run_seed: int, replicates: int
     sl = cr.slack_min if cr.slack_min is not None and not math.isnan(cr.slack_min) else math.inf
     return Probe(dict(params), seed, float(sl), int(k), bool(cr.in_regime), replicates, points, labels, geometry,
                  search or "", cr.verdict == "violated", tuple(cr.violation_ci), coefficients=coefficients,
-                 functions=dict(functions) if functions else None)
+                 functions=dict(functions) if functions else None, quantified=dict(quantified) if quantified else None)
 
 
 def _context(claim: Claim, params: dict[str, float], replicates: int, gen: torch.Generator,
@@ -217,9 +232,19 @@ class _Recorder(Context):
         self.drew.add(f"function:{role}")
         return super().function(role)
 
+    def weights(self, layers: list[Any], layout: str = "in-out") -> list[torch.Tensor]:
+        if "weights" in self.inputs_spec:
+            self.drew.add("weights")
+        return super().weights(layers, layout)
+
+    def perturbation(self, Ws: list[torch.Tensor]) -> list[torch.Tensor]:
+        self.drew.add("perturbation")
+        return super().perturbation(Ws)
+
 
 def draws(claim: Claim, params: dict[str, float]) -> set[str]:
-    """What the claim's quantity draws at a configuration ("inputs", "labels", "coefficients", "function:<role>"),
+    """What the claim's quantity draws at a configuration ("inputs", "labels", "coefficients", "function:<role>",
+    "weights", "perturbation"),
     by one small dry run."""
     chk = claim.check
     assert chk is not None
@@ -243,7 +268,8 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
     sseed = shard_seed(start.seed, 0)
     R = start.replicates or 8
     q = QUANTITIES.get(chk.quantity).obj
-    run = pinned(claim, None, start.labels, start.search or None, start.coefficients, start.functions)
+    run = pinned(claim, None, start.labels, start.search or None, start.coefficients, start.functions,
+                 start.quantified)
 
     def objective(X: torch.Tensor) -> torch.Tensor:
         gen = torch.Generator().manual_seed(sseed & 0xFFFFFFFFFFFF)
@@ -262,7 +288,7 @@ def adversary(claim: Claim, start: Probe, run_seed: int, *, steps: int = 30, lr:
     try:  # a moved dataset that breaks a declared premise is refused by the estimator: no result
         p = probe(claim, start.params, run_seed, R, points=X.tolist(), labels=start.labels,
                   search=start.search or None, seed=start.seed, geometry=f"gradient-moved {start.geometry}",
-                  coefficients=start.coefficients, functions=start.functions)
+                  coefficients=start.coefficients, functions=start.functions, quantified=start.quantified)
     except RuntimeError:
         return None
     p.found_by = "gradient adversary"
@@ -303,6 +329,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     coefficients = "coefficients" in drawn and "coefficients" not in (claim.inputs or {})
     # function classes the quantity draws (ctx.function) and the claim does not pin: every admitted member is a case
     functions = tuple(r for r in FUNCTION_ROLES if f"function:{r}" in drawn and "member" not in claim.inputs[r])
+    # weight / perturbation balls the quantity draws and the claim does not pin: every starting family is a case
+    quantified = tuple(r for r in QUANTIFIED if r in drawn and "family" not in claim.inputs[r])
     search = search if search is not None else ESCALATE.get(chk.search, "")
     result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
@@ -320,14 +348,16 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
         if key not in seen:
             if len(seen) >= budget or (max_size is not None and size(claim, case.params) > max_size):
                 return None
+            if False and vacuous(claim, case.params):
+                return None  # the statement says nothing there: never a counterexample nor a worst case
             try:
                 p = probe(claim, case.params, seed, replicates, points=case.points, labels=case.labels,
                           search=search or None, geometry=case.geometry, coefficients=case.coefficients,
-                          functions=case.functions)
+                          functions=case.functions, quantified=case.quantified)
                 if claim.mode == "probabilistic" and p.violations and not p.significant and confirm > replicates:
                     p = probe(claim, case.params, seed, confirm, points=case.points, labels=case.labels,
                               search=search or None, geometry=case.geometry, coefficients=case.coefficients,
-                              functions=case.functions)
+                              functions=case.functions, quantified=case.quantified)
             except RuntimeError:
                 p = None  # configurations the estimator cannot handle (e.g. odd width) are skipped
             seen[key] = p  # type: ignore[assignment]
@@ -340,7 +370,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     @hseed(seed)
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.target, Phase.shrink])
-    @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients, functions=functions))
+    @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients, functions=functions,
+                 quantified=quantified))
     def search_cases(case) -> None:
         p = run_case(case)
         if p is None:
@@ -363,7 +394,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
 
     if result.counterexample is None and stratified:
         for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain,
-                           coefficients=coefficients, functions=functions):
+                           coefficients=coefficients, functions=functions, quantified=quantified):
             p = run_case(case)
             if breaks(p):
                 assert p is not None
@@ -392,7 +423,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
             p = None if simple is None else probe(claim, ce.params, seed, ce.replicates, points=simple,
                                                   labels=ce.labels, search=ce.search or None,
                                                   geometry=f"{ce.geometry} (principal axes)",
-                                                  coefficients=ce.coefficients, functions=ce.functions)
+                                                  coefficients=ce.coefficients, functions=ce.functions, quantified=ce.quantified)
         except RuntimeError:
             p = None
         if p is not None and p.significant:
@@ -426,6 +457,19 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     return result
 
 
+def vacuous(claim: Claim, params: dict[str, float]) -> bool:
+    """A configuration where the statement says nothing: stated probability 1 - delta <= 0, or a bound that is not
+    a finite number (log(1/delta) at delta >= 1, a division by zero). A hunt never probes one: its "violation"
+    (slack 0, rate [1, 1]) would be the hunt's worst case and headline the report while refuting nothing."""
+    chk = claim.check
+    assert chk is not None
+    try:
+        bound = chk.bound.evaluate({**chk.regime_constants, **params} if chk.constants else params)
+        return claim.delta(params) >= 1.0 or not math.isfinite(bound)
+    except (ArithmeticError, ValueError, TypeError):
+        return True  # no bound to compare with at all
+
+
 def size(claim: Claim, params: dict[str, float]) -> float:
     """The product of a configuration's integer parameters (widths, depths, n, d): the scale of its cost."""
     return math.prod(float(params.get(k, p.default) or 1) for k, p in claim.params.items() if p.integer)
@@ -452,7 +496,7 @@ def persistence(claim: Claim, found: Probe, run_seed: int, *, param: str | None 
         try:
             p = probe(claim, {**found.params, param: v}, run_seed, found.replicates or 8, points=found.points,
                       labels=found.labels, search=found.search or None, coefficients=found.coefficients,
-                      functions=found.functions)
+                      functions=found.functions, quantified=found.quantified)
         except RuntimeError as exc:
             rows.append({"level": v, "error": str(exc)[:200]})
             continue
@@ -477,7 +521,8 @@ def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int
         for y in (pattern, [-v for v in pattern]):
             try:
                 p = probe(claim, worst.params, seed, replicates, points=worst.points, labels=y, search=search,
-                          geometry=worst.geometry, coefficients=worst.coefficients, functions=worst.functions)
+                          geometry=worst.geometry, coefficients=worst.coefficients, functions=worst.functions,
+                          quantified=worst.quantified)
             except RuntimeError:
                 continue
             p.found_by = "every labelling"

@@ -643,3 +643,124 @@ def describe_families() -> dict[str, dict[str, str]]:
         "premises": {p.name: p.description for p in PREMISES.values()},
         "coefficients": {k: v[0] for k, v in COEFFICIENTS.items()},
     }
+
+
+# ------------------------------------------------------------------ "for all W": weights and perturbations
+# A statement "for all W with ||W_l|| <= r_l" or "for every perturbation with ||U_l|| <= r ||W_l||" quantifies over
+# matrices. The claim declares each ball (`inputs.weights`, `inputs.perturbation`); estimators draw through
+# ctx.weights / ctx.perturbation, and a search (search.search_quantified) moves what they returned. A family is
+# where a draw starts: the run's default, or what a hunt's stratified sweep pins.
+WEIGHT_FAMILIES = {
+    "gaussian": "each layer a Gaussian matrix scaled onto the sphere of its ball (the default)",
+    "given": "the network's own draw (a protocol network's initialisation), projected into the ball",
+    "rank-one": "u v^T with Gaussian u, v, on the sphere of the ball",
+    "non-negative": "|G| for a Gaussian G, on the sphere of the ball",
+    "aligned": "a chain of rank-one non-negative layers, each reading the previous one's output direction (every "
+               "ReLU the identity on a non-negative input)",
+}
+PERTURBATION_FAMILIES = {
+    "random": "a Gaussian direction per layer on the sphere of its ball (the default)",
+    "aligned": "each layer along its weights: U_l = r_l W_l / ||W_l|| (the direction that scales the layer)",
+    "rank-one": "u v^T with Gaussian u, v, on the sphere of the ball",
+}
+QUANTIFIED = {"weights": WEIGHT_FAMILIES, "perturbation": PERTURBATION_FAMILIES}
+BALL_NORMS = ("spectral", "frobenius")
+
+
+def check_quantified(role: str, spec: Any) -> list[tuple[str, str]]:
+    """Problems of an `inputs.weights` / `inputs.perturbation` table as (field, problem); the expressions of
+    `radius` are left to the caller (they need the claim's parameters). A perturbation needs a radius; weights
+    without one are unconstrained (drawn at scale 1, never projected)."""
+    if not isinstance(spec, dict):
+        return [("", 'expected a table, e.g. { radius = "1/d", relative = true, norm = "spectral" }')]
+    out = []
+    allowed = {"radius", "norm", "family", *(("relative",) if role == "perturbation" else ())}
+    out += [(k, f"unknown field; fields: {sorted(allowed)}") for k in spec if k not in allowed]
+    if role == "perturbation" and "radius" not in spec:
+        out.append(("radius", "missing (an expression, or one per layer)"))
+    r = spec.get("radius")
+    if r is not None and not (isinstance(r, (str, int, float)) and not isinstance(r, bool)
+                              or isinstance(r, list) and r and all(isinstance(x, (str, int, float)) for x in r)):
+        out.append(("radius", f"{r!r}: an expression, or a list of expressions (one per layer)"))
+    if spec.get("norm", "spectral") not in BALL_NORMS:
+        out.append(("norm", f"{spec['norm']!r}: one of {list(BALL_NORMS)}"))
+    if spec.get("family", next(iter(QUANTIFIED[role]))) not in QUANTIFIED[role]:
+        out.append(("family", f"{spec['family']!r}: one of {list(QUANTIFIED[role])}"))
+    if not isinstance(spec.get("relative", False), bool):
+        out.append(("relative", "true (||U_l|| <= r ||W_l||) or false (||U_l|| <= r)"))
+    return out
+
+
+def matrix_norm(W: torch.Tensor, norm: str) -> torch.Tensor:
+    """||W||_2 or ||W||_F per matrix of a batch (R, a, b) -> (R,), differentiable."""
+    return torch.linalg.matrix_norm(W, ord=2 if norm == "spectral" else "fro")
+
+
+def onto_sphere(D: torch.Tensor, radius: torch.Tensor, norm: str) -> torch.Tensor:
+    """D (R, a, b) rescaled to norm `radius` (R,) per replicate."""
+    return D * (radius / matrix_norm(D, norm).clamp_min(1e-300)).reshape(-1, 1, 1)
+
+
+def into_ball(D: torch.Tensor, radius: torch.Tensor, norm: str) -> torch.Tensor:
+    """The Euclidean projection of D (R, a, b) onto {||D|| <= radius} (R,): singular values clipped (spectral) or
+    a rescaling (Frobenius)."""
+    r = radius.reshape(-1, 1)
+    if norm == "spectral":
+        U, S, Vh = torch.linalg.svd(D, full_matrices=False)
+        return (U * torch.minimum(S, r).unsqueeze(-2)) @ Vh
+    return D * torch.clamp(r.unsqueeze(-1) / matrix_norm(D, norm).clamp_min(1e-300).reshape(-1, 1, 1), max=1.0)
+
+
+def _nonneg_unit(gen: torch.Generator, R: int, k: int, dtype: torch.dtype) -> torch.Tensor:
+    u = torch.randn(R, k, generator=gen, dtype=dtype).abs()
+    return u / u.norm(dim=-1, keepdim=True)
+
+
+def draw_weights(gen: torch.Generator, family: str, shapes: Sequence[tuple[int, int]], radii: Sequence[float] | None,
+                 norm: str, layout: str, R: int, dtype: torch.dtype,
+                 given: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """R draws of the layers' weights (R, a_l, b_l) of `family` (WEIGHT_FAMILIES) in the ball of radius r_l (None:
+    unconstrained, drawn at norm 1). `layout` "in-out" (z = x W: a layer reads its rows) or "out-in" (z = W x)
+    decides which side of W_l reads W_{l-1}'s output, for the aligned chain."""
+    if family == "given":
+        if given is None:
+            raise EstimatorError("weights family 'given' needs the network's own weights (ctx.weights(Ws))")
+        return [W if radii is None else into_ball(W, torch.full((R,), radii[i], dtype=W.dtype), norm)
+                for i, W in enumerate(given)]
+    out = []
+    prev = None  # the aligned chain's direction in the space the next layer reads
+    for i, (a, b) in enumerate(shapes):
+        inside, outside = (a, b) if layout == "in-out" else (b, a)
+        if family == "gaussian":
+            W = torch.randn(R, a, b, generator=gen, dtype=dtype)
+        elif family == "non-negative":
+            W = torch.randn(R, a, b, generator=gen, dtype=dtype).abs()
+        elif family == "rank-one":
+            W = torch.randn(R, a, 1, generator=gen, dtype=dtype) * torch.randn(R, 1, b, generator=gen, dtype=dtype)
+        elif family == "aligned":
+            u = prev if prev is not None and prev.shape[-1] == inside else _nonneg_unit(gen, R, inside, dtype)
+            v = _nonneg_unit(gen, R, outside, dtype)
+            W = u.unsqueeze(-1) * v.unsqueeze(-2) if layout == "in-out" else v.unsqueeze(-1) * u.unsqueeze(-2)
+            prev = v
+        else:
+            raise EstimatorError(f"weights family {family!r}: one of {list(WEIGHT_FAMILIES)}")
+        out.append(onto_sphere(W, torch.full((R,), 1.0 if radii is None else radii[i], dtype=dtype), norm))
+    return out
+
+
+def draw_perturbation(gen: torch.Generator, family: str, Ws: Sequence[torch.Tensor], radii: Sequence[torch.Tensor],
+                      norm: str) -> list[torch.Tensor]:
+    """One perturbation per layer of `family` (PERTURBATION_FAMILIES) on the sphere of radius radii[l] (R,)."""
+    out = []
+    for W, r in zip(Ws, radii):
+        R, a, b = W.shape
+        if family == "random":
+            U = torch.randn(R, a, b, generator=gen, dtype=W.dtype)
+        elif family == "aligned":
+            U = W.detach().clone()
+        elif family == "rank-one":
+            U = torch.randn(R, a, 1, generator=gen, dtype=W.dtype) * torch.randn(R, 1, b, generator=gen, dtype=W.dtype)
+        else:
+            raise EstimatorError(f"perturbation family {family!r}: one of {list(PERTURBATION_FAMILIES)}")
+        out.append(onto_sphere(U, r.to(W.dtype), norm))
+    return out

@@ -12,8 +12,10 @@ an upper bound on the supremum, never prove it; claims name the search they used
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -183,3 +185,140 @@ def move_points(objective: Callable[[torch.Tensor], torch.Tensor], X0: torch.Ten
         if v > best:
             best_X, best = X, v
     return best_X, best
+
+
+# ------------------------------------------------------------------ "for all W": any estimator's quantified matrices
+
+QUANTIFIED_STEPS = 40  # projected ascent steps over what ctx.weights / ctx.perturbation returned ("adversarial")
+QUANTIFIED_LR = 0.2  # each step moves a layer by this fraction of its ball's radius (of ||W_l|| when unconstrained)
+
+
+def search_quantified(estimator: Callable[[Any], Any], ctx: Any, sign: int, *, steps: int | None = None,
+                      lr: float = QUANTIFIED_LR) -> Any:
+    """Run the estimator; when it drew weights or a perturbation through the context (ctx.weights,
+    ctx.perturbation) and the claim's search asks for more than random draws, climb from that draw by projected
+    gradient ascent on sign * value (sign +1 for an upper bound, -1 for a lower one; autograd through whatever
+    the estimator computes, a protocol network's `forward` included), each step normalised per layer, then
+    projected: the weights onto their ball, the perturbation onto its ball measured on the current weights
+    (relative radii). Every evaluation replays the estimator's own draws (inputs, labels, networks) from the
+    shard's generator state (common random numbers), so only the searched matrices move. Per replicate, the
+    largest value seen where the draw's hypotheses hold is returned, with extras["search"] saying what found it
+    (0 the draw, 1 the gradient step, 2 the ascent). "gradient" takes one step, "adversarial" QUANTIFIED_STEPS.
+    A value that does not depend differentiably on the matrices is returned as drawn (the method says so)."""
+    from .inputs import into_ball, matrix_norm
+
+    gen = ctx.generator
+    state = gen.get_state()
+    obs = estimator(ctx)
+    level = SEARCH_ORDER.get(ctx.search, 0)
+    roles = [r for r in ("weights", "perturbation") if r in ctx.quantified]
+    if level < 2 or not roles or sign == 0:
+        return obs
+    steps = (QUANTIFIED_STEPS if level >= 3 else 1) if steps is None else steps
+    balls = {r: dict(ctx.balls[r]) for r in roles}
+
+    def evaluate(mats: dict[str, list[torch.Tensor]], grad: bool) -> tuple[Any, dict[str, list[torch.Tensor]]]:
+        g = torch.Generator(gen.device)
+        g.set_state(state)
+        run = copy.copy(ctx)
+        run.generator, run.quantified, run.balls = g, {}, {}
+        run.overrides = {r: [M.detach().requires_grad_(grad) for M in ms] for r, ms in mats.items()}
+        with torch.enable_grad() if grad else torch.no_grad():
+            out = estimator(run)
+        if "perturbation" in run.balls:
+            balls["perturbation"]["base"] = run.balls["perturbation"]["base"]
+        return out, run.overrides
+
+    def score(o: Any) -> torch.Tensor:
+        v = sign * o.value.detach().to(torch.float64).reshape(-1)
+        ok = torch.ones_like(v, dtype=torch.bool) if o.valid is None else o.valid.reshape(-1).bool()
+        return torch.where(ok & torch.isfinite(v), v, torch.full_like(v, -torch.inf))
+
+    best, best_obs = score(obs), obs
+    found = torch.zeros_like(best)
+    value, valid = obs.value.detach().clone(), None if obs.valid is None else obs.valid.clone()
+    extras = {k: v.detach().clone() for k, v in obs.extras.items()}
+
+    def keep(o: Any, tag: float) -> None:
+        nonlocal best, value, valid
+        s = score(o)
+        better = s > best
+        if not bool(better.any()):
+            return
+        best = torch.where(better, s, best)
+        found[better] = tag
+        value = torch.where(better.to(value.device), o.value.detach().to(value.dtype), value)
+        if valid is not None and o.valid is not None:
+            valid = torch.where(better.to(valid.device), o.valid, valid)
+        for k, v in o.extras.items():
+            if k in extras and extras[k].shape == v.shape:
+                extras[k] = torch.where(better.to(v.device), v.detach().to(extras[k].dtype), extras[k])
+
+    def project(mats: dict[str, list[torch.Tensor]]) -> dict[str, list[torch.Tensor]]:
+        out = dict(mats)
+        if "weights" in out and balls["weights"]["radii"] is not None:
+            b = balls["weights"]
+            out["weights"] = [into_ball(W, torch.full((W.shape[0],), r, dtype=W.dtype, device=W.device), b["norm"])
+                              for W, r in zip(out["weights"], b["radii"])]
+        if "perturbation" in out:
+            b = balls["perturbation"]
+            base = out["weights"] if "weights" in out and b.get("relative") else b["base"]
+            radii = [matrix_norm(W, b["norm"]) * r if b.get("relative") else
+                     torch.full((W.shape[0],), r, dtype=W.dtype, device=W.device) for W, r in zip(base, b["radii"])]
+            out["perturbation"] = [into_ball(U, rad, b["norm"]) for U, rad in zip(out["perturbation"], radii)]
+        return out
+
+    def size(role: str, i: int, M: torch.Tensor) -> torch.Tensor:
+        b = balls[role]
+        if role == "weights":
+            r = b["radii"]
+            return (matrix_norm(M, "frobenius") if r is None else torch.full((M.shape[0],), r[i], dtype=M.dtype,
+                                                                             device=M.device))
+        base = b["base"][i]
+        return matrix_norm(base, b["norm"]) * b["radii"][i] if b.get("relative") else torch.full(
+            (M.shape[0],), b["radii"][i], dtype=M.dtype, device=M.device)
+
+    mats = {r: [M.detach().clone() for M in ctx.quantified[r]] for r in roles}
+    differentiable = True
+    for k in range(steps + 1):
+        o, leaves = evaluate(mats, grad=k < steps)
+        if k:
+            keep(o, 1.0 if k == 1 else 2.0)
+        if k == steps:
+            break
+        flat = [M for r in roles for M in leaves[r]]
+        if not o.value.requires_grad:
+            differentiable = False
+            break
+        grads = torch.autograd.grad((sign * o.value).sum(), flat, allow_unused=True)
+        it = iter(grads)
+        moved = {}
+        for r in roles:
+            moved[r] = []
+            for i, M in enumerate(leaves[r]):
+                gi = next(it)
+                M = M.detach()
+                if gi is not None:
+                    gn = gi.flatten(1).norm(dim=1).clamp_min(1e-300).reshape(-1, 1, 1)
+                    M = M + lr * size(r, i, M).reshape(-1, 1, 1) * gi / gn
+                moved[r].append(M)
+        mats = project(moved)
+    method = best_obs.method
+    what = "+".join(roles)
+    method = (f"{method}; " if method else "") + (
+        f"{ctx.search} search over {what}: {steps} projected ascent step(s)" if differentiable
+        else f"{ctx.search} search over {what} not run (the value is not differentiable in them)")
+    extras["search"] = found
+    return type(obs)(value, valid, extras, method)
+
+
+def config_search(declared: str, pinned: dict[str, Any] | None) -> str:
+    """The search that produced one configuration's draws: a hunted or corpus configuration's pinned search (a hunt
+    runs a random-search claim with the adversarial one, hunt.ESCALATE), else the claim's declared one."""
+    return (pinned or {}).get("search") or declared
+
+
+def searches_used(declared: str, pins: list[dict[str, Any] | None]) -> list[str]:
+    """Every search that produced a claim's configurations (config_search), weakest first: what a report names."""
+    used = {config_search(declared, p) for p in pins} or {declared}
+    return sorted(used, key=lambda s: (SEARCH_ORDER.get(s, 9), s))

@@ -28,6 +28,7 @@ from .claims import Claim, Param, claim_from_snapshot, edges
 from .context import DTYPES, Context
 from .errors import EstimatorError
 from .registry import QUANTITIES
+from .search import search_quantified
 from .store import ShardRecord
 
 
@@ -252,7 +253,8 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
         # factory calls allocate on the shard's device; on the CPU (the default device already) the mode would
         # only add a Python dispatch to every torch call (28% of a small-tensor GD hunt's time)
         with torch.device(device) if device != "cpu" else contextlib.nullcontext():
-            obs = QUANTITIES.get(chk.quantity).obj(ctx)
+            # matrices drawn through ctx.weights / ctx.perturbation are searched as the claim's search says
+            obs = search_quantified(QUANTITIES.get(chk.quantity).obj, ctx, 1 if chk.relation in ("<=", "<") else -1)
         value = to_numpy(obs.value, torch.float64).reshape(-1)
         if value.shape != (task.replicates,):
             raise EstimatorError(f"quantity '{chk.quantity}' returned {tuple(obs.value.shape)} values, "

@@ -29,6 +29,7 @@ from .inputs import (
     COEFFICIENTS,
     GEOMETRIES,
     LABELS,
+    QUANTIFIED,
     all_patterns,
     check_premises,
     draw_labels,
@@ -58,11 +59,14 @@ class Case:
     label_family: str = ""  # a stratified case's label family (or "pattern")
     coefficients: str | None = None  # the coefficient family pinned (inputs.COEFFICIENTS), when one is searched
     functions: dict[str, dict] | None = None  # role -> the member of its function class pinned, when searched
+    quantified: dict[str, str] | None = None  # role (weights, perturbation) -> the family its search starts from
 
     def key(self) -> str:
         import json
         fns = sorted((r, member_key(m)) for r, m in self.functions.items()) if self.functions else None
-        return json.dumps([sorted(self.params.items()), self.points, self.labels, self.coefficients, fns])
+        qs = sorted(self.quantified.items()) if self.quantified else None
+        return json.dumps([sorted(self.params.items()), self.points, self.labels, self.coefficients, fns]
+                          + ([qs] if qs else []))
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -169,15 +173,22 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
     return round(n), round(d), float(sep or 0.0)
 
 
+def quantified_families(role: str) -> list[str]:
+    """The families a searched weight or perturbation ball starts from (inputs.QUANTIFIED), its default first;
+    "given" (a network's own initialisation) is the run's default and not a stratum."""
+    return [f for f in QUANTIFIED[role] if f != "given"]
+
+
 def function_members(claim: Claim, role: str) -> list[dict]:
     """The members of the claim's function class `role` (inputs.<role>) as pins, the default first."""
     return [m.to_json() for m in members(claim.inputs[role])]
 
 
 def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients: bool = False,
-          functions: tuple[str, ...] = ()) -> st.SearchStrategy[Case]:
-    """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it, and a
-    member of each searched function class (`functions`: roles; shrinking moves towards the class's default)."""
+          functions: tuple[str, ...] = (), quantified: tuple[str, ...] = ()) -> st.SearchStrategy[Case]:
+    """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it, a
+    member of each searched function class (`functions`: roles; shrinking moves towards the class's default) and
+    the family each searched weight/perturbation ball starts from (`quantified`: roles; towards the default)."""
 
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
 
@@ -198,6 +209,8 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients:
             case.coefficients = draw(st.sampled_from(list(COEFFICIENTS)))
         if functions:
             case.functions = {r: draw(st.sampled_from(function_members(claim, r))) for r in functions}
+        if quantified:
+            case.quantified = {r: draw(st.sampled_from(quantified_families(r))) for r in quantified}
         return case
 
     return build()
@@ -235,7 +248,7 @@ def simplest_form(points: list[list[float]], separation: float = 0.0) -> list[li
 EDGE_VALUES = 8  # an integer range with at most this many values is covered whole (small n: odd and even)
 # Sets closed under x -> -x and families built from the data's symmetries: tried first among equally used cells.
 DEGENERATE = frozenset({"cross-polytope", "hypercube", "antipodal-pairs", "polygon", "symmetric-plus-close-pair",
-                        "parity", "null-vector", "ones"})
+                        "parity", "null-vector", "ones", "aligned"})
 
 
 def domain_values(p: Param) -> list[float]:
@@ -270,7 +283,7 @@ def dataset_sizes(p: Param) -> list[float]:
 
 def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
            domain: dict[str, list[float]] | None = None, coefficients: bool = False,
-           functions: tuple[str, ...] = ()) -> list[Case]:
+           functions: tuple[str, ...] = (), quantified: tuple[str, ...] = ()) -> list[Case]:
     """`count` cases spread evenly over every stratum of the claim's domain: each parameter's domain_values,
     the dataset families (every structured geometry and integer coordinates), the label families and the members
     of each searched function class (`functions`: roles; every member once when `count` allows), chosen
@@ -293,6 +306,8 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         dims["__coefficients"] = list(COEFFICIENTS)
     for role in functions:
         dims[f"__function:{role}"] = [member_key(m) for m in function_members(claim, role)]
+    for role in quantified:
+        dims[f"__quantified:{role}"] = quantified_families(role)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
     names = list(dims)
     fdims = {k for k in names if k.startswith("__function:")}
@@ -316,7 +331,8 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     def degenerate(cell: dict) -> int:
         """How many of the cell's values are degenerate (a symmetric geometry, a data-built family, a range end):
         among equally used cells these come first, where statements break."""
-        return (sum(cell.get(k) in DEGENERATE for k in ("__geometry", "__labels", "__coefficients"))
+        return (sum(cell.get(k) in DEGENERATE for k in ("__geometry", "__labels", "__coefficients",
+                                                         "__quantified:weights", "__quantified:perturbation"))
                 + sum(cell[k] in ends[k] for k in ends))
 
     deg = np.array([degenerate(cell) for cell in pool], dtype=np.int64)
@@ -345,6 +361,8 @@ def _stratum_case(claim: Claim, cell: dict, rng: random.Random, labels: bool,
     case = Case(params, coefficients=cell.get("__coefficients"))
     fns = {k.split(":", 1)[1]: json.loads(v) for k, v in cell.items() if k.startswith("__function:")}
     case.functions = fns or None
+    qs = {k.split(":", 1)[1]: v for k, v in cell.items() if k.startswith("__quantified:")}
+    case.quantified = qs or None
     geometry = cell.get("__geometry")
     X = None
     if geometry is not None:

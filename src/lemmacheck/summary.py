@@ -9,6 +9,7 @@ from .claims import Claim
 from .coverage import coverage
 from .readout import draws_needed_text
 from .runner import repro_command
+from .search import config_search, searches_used
 from .stats import DEFAULT_ALPHA
 from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound, trend_text
 
@@ -101,12 +102,15 @@ def claim_json(res: ClaimResult) -> dict[str, Any]:
         "verdict": res.verdict, "expect": res.expect, "ok": res.ok, "flags": res.flags,
         "statement": c.statement, "quantifiers": c.quantifiers(), "notes": c.notes, "finding": c.finding,
         "source": str(c.source),
-        "configs": [cfg.to_json() for cfg in res.configs],
+        # each configuration names the search that produced it (a hunted one's may be stronger than the claim's)
+        "configs": [{**cfg.to_json(), "search": config_search(chk.search, cfg.pinned) if chk else "none"}
+                    for cfg in res.configs],
         "repro": claim_repro(res),
         "false_violation_bound": false_violation_bound(res),
     }
     if chk is not None:
         out.update(quantity=chk.quantity, relation=chk.relation, bound=chk.bound.text, search=chk.search,
+                   searches=searches_used(chk.search, [cfg.pinned for cfg in res.configs]),
                    probability=chk.probability, requires=chk.requires.text if chk.requires else None,
                    constants=list(chk.constants))
     else:

@@ -14,6 +14,7 @@ import sympy
 
 from ..claims import Paper
 from ..readout import deciding_slope, level_text
+from ..search import config_search, searches_used
 from ..stats import DEFAULT_ALPHA
 from ..verdicts import SCALING_ALPHA, family_wise_bound, trend_text
 from . import plots
@@ -131,6 +132,15 @@ def _hits(claim: Any) -> bool:
     """A statement about every draw: its draws are a search (often aimed at the boundary), so the rate of violating
     draws is a search hit rate, not a probability the statement is about."""
     return claim is not None and claim.check is not None and claim.check.probability == "always"
+
+
+def _search_fact(declared: str, configs: list) -> str:
+    """The claim's declared search and, when some configurations (hunted, corpus) ran another, which and how many."""
+    other = [config_search(declared, c.pinned) for c in configs if config_search(declared, c.pinned) != declared]
+    if not other:
+        return declared
+    return declared + "; " + ", ".join(f"{s} ({other.count(s)} hunted or corpus configuration"
+                                      f"{'s' if other.count(s) > 1 else ''})" for s in dict.fromkeys(other))
 
 
 def _interval(c, claim: Any = None) -> str:
@@ -417,7 +427,9 @@ def _index_row(order: int, v: ClaimView, compare: bool) -> str:
         dagger += f'<div class="small" title="a scaling claim: its verdict comes from the fit; slack uses the ' \
                   f'bound with hidden constants at these values">at {esc(v.claim.check.hidden_constants_at())}</div>'
 
-    search = v.claim.check.search if v.claim and v.claim.check else "–"
+    # every search that produced a configuration: a hunted one's may be stronger than the claim's declared one
+    search = (" + ".join(searches_used(v.claim.check.search, [c.pinned for c in v.res.configs] if v.res else []))
+              if v.claim and v.claim.check else "–")
     kind = v.claim.kind if v.claim else v.definition.get("kind", "")
     mode = v.claim.mode if v.claim else ""
     sev = VERDICT_ORDER.index(v.verdict) if v.verdict in VERDICT_ORDER else len(VERDICT_ORDER)
@@ -896,7 +908,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         if claim.check is not None:
             facts += [("configurations", f"{len(res.configs)} ({n_in} in the stated regime)"),
                       ("replicates", _replicates_fact(res.configs)),
-                      ("search", esc(claim.check.search)),
+                      ("search", esc(_search_fact(claim.check.search, res.configs))),
                       ("dtype", esc(claim.check.dtype)),
                       ("time", fmt_seconds(view.seconds))]
         if res.regime_path:

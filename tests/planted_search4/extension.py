@@ -1,0 +1,34 @@
+"""Planted "for all W" quantities (test-only extension, tests/test_quantified_search.py); none is a real lemma. The
+estimator draws its weights and perturbation through ctx.weights / ctx.perturbation and contains no search: the
+engine's projected ascent (search.search_quantified) moves them when the claim's search asks for it.
+
+For a bias-free ReLU stack h_l = relu(h_{l-1} W_l) with ||W_l||_2 <= 1 and ||U_l||_2 <= ||W_l||_2 / d, telescoping
+gives ||h_L(W + U) - h_L(W)|| <= (1 + 1/d)^L - 1 for a unit input, with equality on aligned weights (rank-one,
+non-negative, each layer reading the previous one's direction, the input along the first, so every ReLU is the
+identity) and U_l = W_l / d. The planted false claim states L / d instead, smaller for every L >= 2; random weights
+and perturbations stay far below both."""
+
+import torch
+
+from lemmacheck.context import Observation
+from lemmacheck.registry import QUANTITIES
+
+
+@QUANTITIES.register("p4-perturbed-output-gap", "max_i ||h_L(W + U)(x_i) - h_L(W)(x_i)|| for a bias-free ReLU stack "
+                     "of L layers of width m on unit inputs, W and U drawn through ctx.weights / ctx.perturbation",
+                     networks=("scalar",))
+def perturbed_output_gap(ctx):
+    X = ctx.inputs()  # (R, n, k)
+    L, m = ctx.i("L"), ctx.i("m")
+    shapes = [(X.shape[-1], m)] + [(m, m)] * (L - 1)
+    Ws = ctx.weights(shapes, layout="in-out")
+    Us = ctx.perturbation(Ws)
+
+    def forward(weights):
+        h = X
+        for W in weights:
+            h = torch.relu(h @ W)
+        return h
+
+    gap = (forward([W + U for W, U in zip(Ws, Us)]) - forward(Ws)).norm(dim=-1)
+    return Observation(gap.amax(-1))
