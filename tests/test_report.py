@@ -4,6 +4,7 @@ exports and comparison marks; plus unit tests of the LaTeX -> MathML converter a
 from __future__ import annotations
 
 import csv
+import html as html_lib
 import json
 import re
 import sqlite3
@@ -100,6 +101,29 @@ impact = "none"
 repair = "constant 1"
 reproduce = "lemmacheck run claims/toy/finding.toml"
 witness = "witnesses/tight.py"
+
+[[finding.consequence]]
+result = "Theorem 3"
+absorbed = "Theorem 3 uses Lemma A.10 only through Lemma B.3's constant, which absorbs 1/0.9."
+line = "for some constant C"
+"""
+# The toy paper's proof graph: Lemma A.10 (the finding) is two steps below the main Theorem 3, through Lemma B.3.
+GRAPH_TOML = """
+main = ["Theorem 3"]
+nodes = ["Assumption 1"]
+[results."Theorem 3"]
+uses = [{ result = "Lemma B.3", line = "By Lemma B.3" }, { result = "Lemma A.2", line = "as in Lemma A.2" },
+        { result = "Assumption 1", line = "Under Assumption 1", in = "statement" }]
+[results."Lemma B.3"]
+uses = [{ result = "Lemma A.10", line = "for some constant C" }]
+[results."Lemma B.4"]
+uses = [{ result = "Lemma A.10", line = "Lemma A.10 again" }]
+[results."Lemma A.10"]
+uses = []
+[results."Lemma A.2"]
+uses = []
+[results."Corollary 5 <script>alert(1)</script>"]
+uses = [{ result = "Theorem 3", line = "Theorem 3 <script>alert(1)</script> gives" }]
 """
 
 INFEASIBLE_CLAIM = r"""
@@ -189,6 +213,7 @@ def make_site(root: Path) -> dict:
         "zou2018/norm.toml": NORM_CLAIM, "toy/telescoping.toml": SCALAR_CLAIM.replace("BOUND", "0.5"),
         "toy/finding.toml": FINDING_CLAIM, "toy/infeasible.toml": INFEASIBLE_CLAIM,
         "toy/scaling.toml": SCALING_CLAIM, "toy/_paper.toml": PAPER, "toy/findings.toml": FINDINGS_TOML,
+        "toy/graph.toml": GRAPH_TOML,
         "toy/witnesses/tight.py": "print('ratio 1 > 0.9')\n"})
     old_db, new_db = root / "old.db", root / "new.db"
     _run(old_dir, old_db)
@@ -275,7 +300,7 @@ def test_verdicts_flags_and_findings(site):
 
 def test_user_text_is_escaped_everywhere(site):
     pages = _pages(site["out"])
-    assert len(pages) == 1 + len(IDS)
+    assert len(pages) == 2 + len(IDS)  # the index, the claims and the toy paper's proof graph
     for name, text in pages.items():
         assert "<script>alert" not in text, name
         # The only scripts are the report's own inline script.
@@ -597,3 +622,53 @@ def test_a_log_domain_spanning_float64_does_not_overflow():
     from lemmacheck.report.svg import domain
     lo, hi = domain([1e-300, 1.0, 1e305], log=True)  # slacks of a bound far above its estimate
     assert 0 < lo <= 1e-300 and 1e305 <= hi < float("inf")
+
+
+# --- the proof-graph page ------------------------------------------------------------------------------------------
+
+
+def test_graph_page_draws_one_node_per_result_coloured_by_verdict(site):
+    index = site["index"].read_text()
+    toy = index[index.index('id="paper-toy"'):]
+    assert '<a class="graph-link" href="graphs/toy.html">proof graph</a>' in toy[:toy.index("</h3>")]
+    assert "graph-link" not in index[index.index('id="paper-zou2018"'):][:300]  # no graph.toml: no link
+    page = (site["out"] / "graphs" / "toy.html").read_text()
+    nodes = dict(re.findall(r'<g class="([^"]*)" data-node="\d+" data-kind="result" data-label="([^"]*)"', page))
+    nodes = {label: cls for cls, label in re.findall(r'<g class="([^"]*)" data-node="\d+" data-kind="result" '
+                                                       r'data-label="([^"]*)"', page)}
+    assert len(nodes) == 6 and page.count('data-kind="other"') == 1  # one node per result, plus Assumption 1
+    assert "vn-violated" in nodes["Lemma A.10"] and "named" in nodes["Lemma A.10"]  # the finding's result
+    assert "vn-infeasible" in nodes["Theorem 3"] and "main" in nodes["Theorem 3"]
+    assert "vn-notrun" in nodes["Lemma B.4"] and "named" not in nodes["Lemma B.4"]
+    assert "vn-violated" in nodes["Lemma A.2"]  # telescoping bound 0.5: violated in the new run
+    assert "Corollary 5 &lt;script&gt;alert(1)&lt;/script&gt;" in nodes
+    assert page.count('<path class="edge') == 6 and page.count('class="edge stmt"') == 1
+    # the finding's reach, for the select and its section
+    labels = {int(i): html_lib.unescape(lab) for i, lab in re.findall(r'data-node="(\d+)" data-kind="\w+" '
+                                                                       r'data-label="([^"]*)"', page)}
+    opt = re.search(r'<option value="0" data-reach="([^"]*)" data-own="([^"]*)">toy/tight-ratio', page)
+    assert {labels[int(i)] for i in opt.group(1).split()} == {"Lemma B.3", "Lemma B.4", "Theorem 3",
+                                                              "Corollary 5 <script>alert(1)</script>"}
+    assert [labels[int(i)] for i in opt.group(2).split()] == ["Lemma A.10"]
+    sec = page[page.index('id="finding-0"'):]
+    assert "<b>Theorem 3</b>: absorbed: Theorem 3 uses Lemma A.10 only through" in sec
+
+
+def test_graph_layers_keep_every_edge_pointing_down(site):
+    page = (site["out"] / "graphs" / "toy.html").read_text()
+    y = {i: float(v) for i, v in re.findall(r'data-node="(\d+)"[^>]*>(?:<title>[^<]*</title>)?<rect x="[^"]+" '
+                                           r'y="([^"]+)"', page)}
+    edges = re.findall(r'data-from="(\d+)" data-to="(\d+)"', page)
+    assert len(y) == 7 and edges and all(y[a] < y[b] for a, b in edges)
+
+
+def test_node_verdict_is_the_worst_over_the_results_claims():
+    from lemmacheck.graph import ProofGraph
+    from lemmacheck.report.graphpage import NOT_RUN, node_verdicts
+
+    g = ProofGraph("p", Path("graph.toml"), ("Lemma 1", "Lemma 2", "Lemma 3"), (), ("Lemma 1",))
+    views = [SimpleNamespace(label="Lemma 1 (i)", verdict="holds"), SimpleNamespace(label="Lemma 1 (ii)",
+             verdict="inconclusive"), SimpleNamespace(label="Lemma 2", verdict="holds"),
+             SimpleNamespace(label="Lemma 2", verdict="violated"), SimpleNamespace(label="Lemma 10", verdict="violated")]
+    got = {n: v for n, (v, _) in node_verdicts(g, views).items()}
+    assert got == {"Lemma 1": "inconclusive", "Lemma 2": "violated", "Lemma 3": NOT_RUN}

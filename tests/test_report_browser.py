@@ -197,3 +197,44 @@ def test_radicals_clear_their_argument_and_nested_regime_fractions_keep_their_si
     assert sizes[1] >= 0.95 * sizes[0], sizes  # the nested fraction's numerator is not shrunk to a script size
     tail = driver.find_elements(By.CSS_SELECTOR, "svg.plot .tail-q")
     assert len(tail) == 3 and all(t.size["width"] > 5 for t in tail)  # the 1 - delta quantile marks are drawn
+
+
+def test_graph_page_renders_and_highlights_a_findings_reach(driver, site, tmp_path):
+    """The toy paper's proof graph in Chromium: one drawn node per result (plus one other item), each with a real
+    box; choosing the finding marks its own result and the four results resting on it, and the edges among them."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _requests(driver)
+    driver.get(site["index"].resolve().as_uri())
+    driver.find_element(By.CSS_SELECTOR, "#paper-toy a.graph-link").click()
+    assert driver.current_url.startswith("file://") and driver.current_url.endswith("/graphs/toy.html")
+    results = driver.find_elements(By.CSS_SELECTOR, "svg.graph g.node[data-kind=result]")
+    assert len(results) == 6 and len(driver.find_elements(By.CSS_SELECTOR, "svg.graph g.node")) == 7
+    assert all(g.size["width"] > 40 and g.size["height"] > 20 for g in results)
+    assert driver.execute_script("return document.scripts.length") == 1
+    # every label fits its box (the text's rendered width is within its rect's)
+    fits = driver.execute_script(
+        "return [...document.querySelectorAll('svg.graph g.node')].map(g => "
+        "g.querySelector('text').getBBox().width <= g.querySelector('rect').getBBox().width)")
+    assert all(fits), fits
+
+    def marked(cls: str) -> set[str]:
+        return {g.get_attribute("data-label") for g in driver.find_elements(By.CSS_SELECTOR, f"svg.graph g.node.{cls}")}
+
+    assert marked("inreach") == set() and marked("own") == set()
+    Select(driver.find_element(By.ID, "graph-finding")).select_by_index(1)
+    assert marked("own") == {"Lemma A.10"}
+    assert marked("inreach") == {"Lemma B.3", "Lemma B.4", "Theorem 3", "Corollary 5 <script>alert(1)</script>"}
+    assert len(driver.find_elements(By.CSS_SELECTOR, "svg.graph path.edge.inreach")) == 4
+    assert driver.find_element(By.ID, "graph-count").text == "4 result(s) rest on it"
+    assert "active" in driver.find_element(By.ID, "finding-0").get_attribute("class")
+    dim = driver.execute_script("return getComputedStyle(document.querySelector("
+                                "'svg.graph g.node[data-label=\"Lemma A.2\"]')).opacity")
+    assert float(dim) < 0.5  # outside the reach: dimmed
+    _full_screenshot(driver, tmp_path / "graph.png")
+    assert (tmp_path / "graph.png").stat().st_size > 10_000
+    Select(driver.find_element(By.ID, "graph-finding")).select_by_index(0)
+    assert marked("inreach") == set()
+    bad = [u for u in _requests(driver) if not u.startswith(("file://", "data:"))]
+    assert not bad, f"the graph page requested network resources: {bad}"

@@ -91,22 +91,40 @@ class ProofGraph:
         return [n for n in self.nodes if n.startswith(label + " (")]
 
     def layers(self) -> list[list[str]]:
-        """Nodes by depth for drawing: layer 0 holds what nothing uses (main results first), and each node sits
-        one layer below the deepest result that uses it, so every edge points down."""
+        """Nodes by depth for drawing, every edge pointing down. What the main results rest on hangs below them
+        (a node one layer below the deepest such result that uses it), so the main results are on top; a result
+        no main result rests on sits just above the shallowest node it uses (a corollary of a main result above
+        it), or on the bottom layer if it uses nothing."""
+        below: set[str] = set(self.main)
+        todo = list(self.main)
+        while todo:
+            for u in self.uses(todo.pop()):
+                if u.result not in below:
+                    below.add(u.result)
+                    todo.append(u.result)
         depth: dict[str, int] = {}
-        order = self.nodes
 
-        def d(n: str) -> int:
+        def down(n: str) -> int:  # nodes the main results rest on: longest path from a main result
             if n not in depth:
-                depth[n] = 0  # the graph is acyclic (validated): no re-entry
-                depth[n] = max((d(u) + 1 for u in self.used_by(n)), default=0)
+                depth[n] = max((down(u) + 1 for u in self.used_by(n) if u in below), default=0)
             return depth[n]
 
-        for n in order:
-            d(n)
-        out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-        for n in sorted(order, key=lambda n: (n not in self.main, order.index(n))):
-            out[depth[n]].append(n)
+        for n in self.nodes:
+            if n in below:
+                down(n)
+        bottom = max(depth.values(), default=0)
+
+        def up(n: str) -> int:  # the rest: just above what they use (acyclic, validated)
+            if n not in depth:
+                depth[n] = min((up(u.result) - 1 for u in self.uses(n)), default=bottom)
+            return depth[n]
+
+        for n in self.nodes:
+            up(n)
+        top = min(depth.values(), default=0)
+        out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) - top + 1)]
+        for n in sorted(self.nodes, key=lambda n: (n not in self.main, self.nodes.index(n))):
+            out[depth[n] - top].append(n)
         return out
 
     def to_json(self) -> dict[str, Any]:

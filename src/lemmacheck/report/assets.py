@@ -105,6 +105,17 @@ svg text{fill:#39424e}svg text.axis-label{font-weight:600;fill:#1d232b}
 footer{color:var(--muted);font-size:.84rem;max-width:1280px;margin:0 auto;padding:0 1.5rem 2rem}
 .legendtext dt{font-weight:650}.legendtext dd{margin:0 0 .4rem 0}
 [hidden]{display:none!important}
+.graphwrap{overflow:auto;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.4rem;
+max-height:80vh}
+svg.graph{display:block}svg.graph text{font-size:12px;fill:#1d232b;pointer-events:none}
+svg.graph .edge{fill:none;stroke:#aab2bd;stroke-width:1.2}svg.graph .edge.stmt{stroke-dasharray:5 3}
+svg.graph .node rect{stroke:#7b8794;stroke-width:1}svg.graph .node.main text{font-weight:700}
+.vn-violated{fill:#f6c9c4}.vn-error{fill:#e3b3ad}.vn-inconclusive{fill:#f8e2a8}.vn-holds{fill:#c6ebd3}
+.vn-infeasible{fill:#dde1e6}.vn-notrun{fill:#f4f5f7}.graph-legend rect{stroke:#7b8794}
+svg.graph .node.named rect,.named-sw{stroke:#7a1d16;stroke-width:3}.named-sw{fill:#fff}
+svg.graph .node.inreach rect{stroke:#0b5fa5;stroke-width:3.5}svg.graph .node.own rect{stroke:#b3261e;stroke-width:4}
+svg.graph .edge.inreach{stroke:#0b5fa5;stroke-width:2.4}svg.graph.dim .node:not(.inreach):not(.own){opacity:.35}
+.finding-reach.active{border-color:#0b5fa5;box-shadow:0 0 0 2px #cfe3ff}
 @media print{.controls,header.top{display:none}body{background:#fff}}
 """
 
@@ -144,6 +155,30 @@ JS = r"""
       });
     });
   });
+  var gf = document.getElementById('graph-finding');
+  if (gf){
+    /* the proof-graph page: mark the chosen finding's own results and its reach, and the edges inside it */
+    var svgEl = document.querySelector('svg.graph'), gcount = document.getElementById('graph-count');
+    var highlight = function(){
+      var opt = gf.options[gf.selectedIndex], reach = {}, own = {}, n = 0;
+      (opt.getAttribute('data-reach') || '').split(' ').filter(Boolean).forEach(function(i){ reach[i] = 1; });
+      (opt.getAttribute('data-own') || '').split(' ').filter(Boolean).forEach(function(i){ own[i] = 1; });
+      Array.prototype.forEach.call(svgEl.querySelectorAll('.node'), function(g){
+        var i = g.getAttribute('data-node');
+        g.classList.toggle('inreach', !!reach[i]); g.classList.toggle('own', !!own[i]); if (reach[i]) n++;
+      });
+      Array.prototype.forEach.call(svgEl.querySelectorAll('.edge'), function(e){
+        var a = e.getAttribute('data-from'), b = e.getAttribute('data-to');
+        e.classList.toggle('inreach', !!(reach[a] && (reach[b] || own[b])));
+      });
+      svgEl.classList.toggle('dim', !!gf.value);
+      Array.prototype.forEach.call(document.querySelectorAll('.finding-reach'), function(s){
+        s.classList.toggle('active', s.id === 'finding-' + gf.value);
+      });
+      gcount.textContent = gf.value ? n + ' result(s) rest on it' : '';
+    };
+    gf.addEventListener('change', highlight); highlight();
+  }
   var q = document.getElementById('filter-text'), vf = document.getElementById('filter-verdict'),
       uf = document.getElementById('filter-unexpected'), count = document.getElementById('filter-count');
   if (!q) return;

@@ -3,6 +3,8 @@
 Layout of `out/`:
     index.html            every claim, one table per paper, findings, coverage, changes, run facts
     claims/<name>.html    one page per claim (its own data only, so pages stay small)
+    graphs/<paper>.html   one page per paper with a proof graph (graph.toml): the DAG coloured by verdict, findings'
+                          reach highlighted
     results.json          summary.run_json of the run
     results.csv           one row per configuration
 
@@ -23,7 +25,7 @@ from typing import Any
 from ..claims import Paper, load_paper
 from ..errors import ClaimError
 from ..summary import _num, run_json
-from . import pages
+from . import graphpage, pages
 from .data import (
     ClaimView,
     Comparison,
@@ -113,6 +115,41 @@ def _papers(views: list[ClaimView], notes: list[str]) -> dict[str, Paper]:
     return out
 
 
+def _graphs(views: list[ClaimView], out: Path, info: dict[str, Any], notes: list[str]) -> dict[str, str]:
+    """Write graphs/<paper>.html for each paper whose folder has a graph.toml; paper -> the page's href. A graph or
+    findings file that does not validate becomes a note (or the page's note), never a crash."""
+    from ..findings import load_findings
+    from ..graph import load_graph
+
+    folders: dict[str, Path] = {}
+    for v in views:
+        if v.claim is not None:
+            folders.setdefault(v.paper, v.claim.source.parent)
+    slugs = {v.claim_id: v.slug for v in views}
+    links: dict[str, str] = {}
+    written: set[str] = set()
+    for paper, folder in sorted(folders.items()):
+        try:
+            graph = load_graph(folder)
+        except ClaimError as exc:
+            notes.append(f"Proof graph not drawn: {exc}")
+            continue
+        if graph is None:
+            continue
+        note = ""
+        try:
+            pf = load_findings(folder)
+        except (ClaimError, OSError) as exc:
+            pf, note = None, f"Findings not shown on the graph: {exc}"
+        name = graphpage.graph_file(paper)
+        mine = [v for v in views if v.paper == paper]
+        _write(out / "graphs" / name, graphpage.graph_page(graph, pf, mine, info, slugs, note))
+        written.add(name)
+        links[paper] = f"graphs/{name}"
+    _remove_stale(out / "graphs", written)
+    return links
+
+
 def build_report(db: str | Path, out: str | Path, compare: str | Path | None = None, *,
                  run_id: int | None = None, progress: Any = None, extra_notes: list[str] | None = None) -> Path:
     """Render the report of `run_id` (default: the latest finished run) of the store `db` into `out`.
@@ -160,8 +197,9 @@ def build_report(db: str | Path, out: str | Path, compare: str | Path | None = N
         _write(out / "results.json", json.dumps(_num(doc), indent=1, allow_nan=False) + "\n")
         _write(out / "results.csv", _csv(views))
         papers = _papers(views, notes)
+        graphs = _graphs(views, out, info, notes)
         index = out / "index.html"
-        _write(index, pages.index_page(info, views, cmp, removed, notes, papers))
+        _write(index, pages.index_page(info, views, cmp, removed, notes, papers, graphs))
         return index
     finally:
         store.close()
