@@ -256,8 +256,11 @@ def _findings_sections(views: list[ClaimView]) -> list[str]:
 
 
 def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | None,
-               removed: list[OldClaim], notes: list[str], papers_info: dict[str, Paper] | None = None) -> str:
+               removed: list[OldClaim], notes: list[str], papers_info: dict[str, Paper] | None = None,
+               graphs: dict[str, str] | None = None) -> str:
+    """`graphs`: paper -> href of its proof-graph page (report.graphpage), linked from the paper's section."""
     papers_info = papers_info or {}
+    graphs = graphs or {}
     papers: dict[str, list[ClaimView]] = {}
     for v in sorted(views, key=lambda v: (v.paper, label_key(v.label), v.claim_id)):
         papers.setdefault(v.paper, []).append(v)
@@ -335,8 +338,9 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
                 '<th class="num" data-type="num" title="estimator time: sum of shard seconds">time</th>'
                 + ('<th data-type="num">change</th>' if cmp else ""))
         trs = [_index_row(i, v, cmp is not None) for i, v in enumerate(vs)]
+        glink = f' · <a class="graph-link" href="{esc(graphs[p])}">proof graph</a>' if p in graphs else ""
         body.append(f'<section class="paper" id="paper-{esc(_anchor(p))}"><h3>{esc(p)} '
-                    f'<span class="small">{len(vs)} claims · {esc(summary)}</span></h3>'
+                    f'<span class="small">{len(vs)} claims · {esc(summary)}{glink}</span></h3>'
                     + _citation(papers_info.get(p))
                     + f'<div class="tablewrap"><table class="claims sortable"><thead><tr>{head}</tr></thead>'
                     f"<tbody>{''.join(trs)}</tbody></table></div>"
