@@ -85,3 +85,40 @@ def test_cli_hunt_searches_data_and_saves_the_counterexample(tmp_path, capsys):
     assert (folder / "corpus" / "structured.json").is_file()
     # A run of the claim now replays the saved counterexample first: violated.
     assert main(["run", str(folder / "structured.toml"), "--db", str(tmp_path / "r.db"), "-q"]) == 1
+
+
+VACUOUS = '''
+id = "planted/fact-2/tail"
+paper = "planted"
+result = "Fact 2"
+title = "2 - t <= 1 with probability 1 - 2 exp(-t^2/2) (a tail bound that says nothing for small t)"
+statement = '2 - t \\le 1 \\text{ w.p. } 1 - 2e^{-t^2/2}'
+kind = "probability-tool"
+network = "scalar"
+[params]
+t = { min = 0.1, max = 3.0 }
+[check]
+quantity = "test-planted-tail"
+relation = "<="
+bound = "1"
+probability = "1 - 2*exp(-t**2/2)"
+'''
+
+
+def test_a_hunt_never_probes_a_vacuous_configuration(tmp_path):
+    """Below t = sqrt(2 log 2) the stated probability 1 - 2 exp(-t^2/2) is <= 0: the statement says nothing there,
+    though every draw exceeds the bound (slack < 1 for t < 1). Targeting small slack would drive the hunt there
+    and make it the worst case; a vacuous configuration is never probed, so the worst is where the statement
+    speaks (slack above 1). Fails when hunt.vacuous is not consulted."""
+    from lemmacheck.hunt import vacuous
+
+    d = tmp_path / "claims" / "planted"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(PLANTED_EXT.replace("test-planted-ramp", "test-planted-tail")
+                                    .replace('ctx.p("x") * ctx.p("k") / 10', '2 - ctx.p("t")'))
+    (d / "tail.toml").write_text(VACUOUS)
+    claim = load_claims([d])[0][0]
+    assert vacuous(claim, {"t": 1.0}) and not vacuous(claim, {"t": 1.2})
+    res = hunt(claim, examples=40, replicates=4, seed=0)
+    assert res.probes and all(not vacuous(claim, p.params) for p in res.probes)
+    assert res.worst().slack_min > 1 and res.counterexample is None

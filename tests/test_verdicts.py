@@ -495,3 +495,47 @@ def test_one_trend_rule_for_regime_paths_and_hunt_replays():
     assert violation_trend([40, 30, 35], [400, 400, 400], levels)["trend"] == "persists"
     assert violation_trend([0, 0, 0], [4, 4, 4], levels)["trend"] == "no violation"
     assert violation_trend([80, 20, 0], [400, 400, 400], levels)["trend"] == "fades"
+
+
+def test_a_vacuous_configuration_is_never_the_worst():
+    """Stated probability 1 - 1.5 (nothing) with every draw above the bound, beside a configuration that holds
+    with slack 2: the worst shown is the one where the statement says something; a claim of vacuous
+    configurations only still shows its worst. An infinite bound is vacuous too."""
+    c = _claim()
+    said = _cfg(c, np.full(10, 0.5), {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1})
+    nothing = _cfg(c, np.full(10, 5.0), {"m": 64, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 1.5}, index=1)
+    assert nothing.vacuous and nothing.slack_min < said.slack_min
+    assert claim_result(c, [nothing, said]).worst_index == said.index
+    assert claim_result(c, [nothing]).worst_index == nothing.index
+    assert _cfg(c, np.full(10, 0.5), {"m": 64, "L": 2, "n": 3, "d": 8, "B": float("inf"), "delta": 0.1}).vacuous
+
+
+def _rate_cfg(c, m, k, n, index, **over):
+    params = {"m": m, "L": 2, "n": 3, "d": 8, "B": 1.0, "delta": 0.1, **over}
+    return _cfg(c, np.r_[np.full(k, 2.0), np.full(n - k, 0.5)], params, index=index)
+
+
+def test_a_violation_that_fades_along_the_width_is_flagged_finite_width_without_a_declared_path():
+    """allenzhu2018 Corollary B.18 at seed 2026 (failure rate 0.1 stated): 48/100, 63/400, 2/200 at m = 64, 128,
+    256. With no regime_path declared, the configurations that differ only in m form the path; the falling rate
+    (one-sided trend test at TREND_ALPHA = 0.01: a constant rate is called fading with probability <= 0.01) flags
+    it finite-width. A rate that stays up, or a violation with no wider sibling, stays plain violated."""
+    from lemmacheck.verdicts import TREND_ALPHA
+
+    c = _claim()
+    assert not any(p.regime_path for p in c.profiles.values())
+    fading = [_rate_cfg(c, 64, 48, 100, 0), _rate_cfg(c, 128, 63, 400, 1), _rate_cfg(c, 256, 2, 200, 2)]
+    res = claim_result(c, fading, profile="full")
+    assert res.verdict == "violated" and "finite-width" in res.flags
+    t = res.regime_path
+    assert t["trend"] == "fades" and t["levels"] == [64, 128, 256] and t["p_decrease"] < TREND_ALPHA
+    assert t["violations"] == [48, 63, 2] and t["default"]
+    persisting = [_rate_cfg(c, 64, 48, 100, 0), _rate_cfg(c, 128, 60, 200, 1), _rate_cfg(c, 256, 80, 200, 2)]
+    res = claim_result(c, persisting, profile="full")
+    assert res.verdict == "violated" and "finite-width" not in res.flags and res.regime_path["trend"] == "persists"
+    # one path fades, another (other L) persists: not finite-width
+    mixed = fading + [_rate_cfg(c, 64, 50, 100, 3, L=3), _rate_cfg(c, 256, 90, 200, 4, L=3)]
+    assert "finite-width" not in claim_result(c, mixed, profile="full").flags
+    alone = [_rate_cfg(c, 64, 48, 100, 0), _rate_cfg(c, 256, 0, 200, 1, L=3)]  # no sibling along m
+    res = claim_result(c, alone, profile="full")
+    assert res.verdict == "violated" and "finite-width" not in res.flags and res.regime_path is None

@@ -18,6 +18,7 @@ A run's family-wise chance of any false "violated" is bounded in `family_wise_bo
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -261,7 +262,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     needed = None
     if claim.mode == "probabilistic" and verdict == "inconclusive" and n and not errors:
         needed = draws_to_decide(decided + unknown, n, delta, alpha)
-    vacuous = delta >= 1.0
+    vacuous = delta >= 1.0 or not math.isfinite(bound)  # stated probability 0, or no finite bound
     if chk.trivial is not None:
         t = chk.trivial.evaluate(params)
         vacuous = vacuous or (bound >= t if chk.relation in ("<=", "<") else bound <= t)
@@ -703,6 +704,8 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     if any(c.conditioning_failures for c in configs):
         flags.append("conditioned")
     cands = [c for c in configs if c.slack_min is not None]
+    # a vacuous configuration (probability 1 - delta <= 0, no finite bound) refutes nothing: never the worst
+    cands = [c for c in cands if not c.vacuous] or cands
     worst = min(cands, key=lambda c: c.slack_min).index if cands else None
     prof = claim.profiles.get(profile)
     trend = None
@@ -710,7 +713,53 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         trend = regime_trend(claim, configs, samples or [], prof.regime_path)
         if verdict == "violated" and trend["trend"] == "fades":
             flags.append("finite-width")  # fades as the width grows: a lead, never a plain refutation
+    elif claim.mode == "probabilistic" and verdict == "violated":
+        trend = width_trend(claim, inside or configs)
+        if trend is not None and trend["trend"] == "fades":
+            flags.append("finite-width")
     return ClaimResult(claim, verdict, flags, configs, scaling, worst, profile=profile, regime_path=trend)
+
+
+# A probabilistic claim with no declared regime path is tested along its width all the same: the first of these
+# that it declares (a paper's other names for a width declare a regime_path).
+WIDTH_PARAMS = ("m", "width")
+
+
+def width_trend(claim: Claim, configs: list[ConfigResult]) -> dict[str, Any] | None:
+    """The trend test of a declared regime path, by default: the configurations that differ only in the width
+    (WIDTH_PARAMS; the same other parameters and pinned dataset) form a path along its levels, and each path
+    holding a violated configuration is tested (violation_trend). 'fades' only when every such path fades (a
+    violation at a width that nothing wider was drawn beside, or that persists, keeps the verdict plain
+    "violated"); the path shown is the one with the most violations. None without a width parameter, or
+    when no violated configuration has a wider or narrower sibling."""
+    width = next((w for w in WIDTH_PARAMS if w in claim.params), None)
+    if width is None:
+        return None
+    groups: dict[str, list[ConfigResult]] = {}
+    for c in configs:
+        if width in c.params:
+            key = json.dumps([{k: v for k, v in c.params.items() if k != width}, c.pinned], sort_keys=True,
+                             default=str)
+            groups.setdefault(key, []).append(c)
+    paths = []
+    for c in configs:
+        if c.verdict != "violated" or width not in c.params:
+            continue
+        rows = sorted(groups[json.dumps([{k: v for k, v in c.params.items() if k != width}, c.pinned],
+                                        sort_keys=True, default=str)], key=lambda r: r.params[width])
+        levels = [r.params[width] for r in rows]
+        if len(set(levels)) < 2:
+            return None  # a violation with no sibling along the width: nothing says it fades
+        t = violation_trend([r.violations for r in rows], [r.replicates for r in rows], levels)
+        at = {k: v for k, v in rows[0].params.items() if k != width}
+        paths.append(dict(t, param=width, levels=levels, at=at, alpha=TREND_ALPHA, default=True,
+                          path=f"{width} = " + ", ".join(f"{v:g}" for v in levels) + " at "
+                          + ", ".join(f"{k} = {v:g}" for k, v in at.items()) + " (default: the width levels)",
+                          slack_min=[r.slack_min for r in rows], verdicts=[r.verdict for r in rows]))
+    if not paths:
+        return None
+    keep = [t for t in paths if t["trend"] != "fades"] or paths  # "fades" only when every path does
+    return dict(max(keep, key=lambda t: sum(t["violations"])), paths=len(paths))
 
 
 def false_violation_bound(res: ClaimResult) -> float:
