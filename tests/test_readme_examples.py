@@ -28,6 +28,7 @@ NOT_RUN = {
     "repro": "needs a configuration and seed taken from an earlier run",
     "hunt": "a 100-example search takes minutes",
     "report": "needs a results store from an earlier run (tests/test_report.py builds reports)",
+    "graph": "reads a paper's graph.toml, which its paper's folder owns (tests/test_graph.py runs the command)",
 }
 
 
