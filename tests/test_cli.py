@@ -47,6 +47,20 @@ def test_run_json_contract_and_exit_codes(tmp_path, claims_dir, capsys):
     assert main(["run", str(claims_dir), "--db", str(tmp_path / "r2.db")]) == 1
 
 
+def test_a_malformed_claim_file_exits_2_while_the_other_claims_run(tmp_path, claims_dir, capsys):
+    """The README's contract: exit 2 is a user error (one line naming the file and field), and the good claims
+    beside the bad file still run and report."""
+    (claims_dir / "norm.toml").write_text(NORM_CLAIM)
+    (claims_dir / "bad.toml").write_text(NORM_CLAIM.replace("lemma-1/norm", "lemma-9/bad").replace('relation    = "<="',
+                                                                                                     'relation = "<<"'))
+    out = tmp_path / "r.json"
+    assert main(["run", str(claims_dir), "--db", str(tmp_path / "r.db"), "--json", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "relation" in err
+    assert [c["id"] for c in json.loads(out.read_text())["claims"]] == ["toy/lemma-1/norm"]
+    assert main(["list", str(claims_dir)]) == 2
+
+
 def test_update_refuses_to_drop_the_results_of_a_claim_file_that_failed_to_load(tmp_path, claims_dir, capsys):
     """A malformed file is not a deleted claim: `run --update` with a load error runs nothing and keeps every stored
     shard (it used to drop the broken claim's results as if its file were gone)."""
@@ -154,19 +168,19 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 
 def test_bound_syntax_errors_speak_the_claims_terms(claims_dir, capsys):
     (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "B * sqrt(m * (L + 1)"'))
-    assert main(["list", str(claims_dir)]) == 1
+    assert main(["list", str(claims_dir)]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "field 'check.bound'" in line and "unbalanced '(' at column 9: it is never closed (add ')')" in line
     assert "EOF" not in line and "tokenize" not in line
     (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace('bound       = "B"', 'bound       = "B * m +"'))
-    assert main(["list", str(claims_dir)]) == 1
+    assert main(["list", str(claims_dir)]) == 2
     assert "ends with the operator '+' at column 7" in _one_error_line(capsys.readouterr().err)
 
 
 def test_a_bad_grid_entry_is_named_as_grid(claims_dir, capsys):
     (claims_dir / "norm.toml").write_text(NORM_CLAIM.replace("grid = { m = [16, 64], L = [1, 2] }",
                                                              "grid = { m = [16, 64], L = [1, 9] }"))
-    assert main(["list", str(claims_dir)]) == 1
+    assert main(["list", str(claims_dir)]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "field 'profiles.full.grid.L': 9 lies outside the declared domain of 'L'" in line
 

@@ -101,7 +101,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     else:
         for r in rows:
             print(f"{r['id']:60s} {r['result']:22s} {r['mode']:13s} {r['title']}")
-    return 1 if errors else 0
+    return 2 if errors else 0  # a malformed claim file is a user error, as everywhere
 
 
 # A claim file's top-level `id = "..."` line (a basic string without escapes, or a literal string): read as text,
@@ -228,7 +228,9 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
     bad = [r for r in results if not r.ok]
     if _report_bugs(results, a):
         return 70  # EX_SOFTWARE: the run finished, but an estimator raised what it should not
-    return 1 if bad or errors else 0
+    if errors:
+        return 2  # a claim file failed to load (named above); the others ran
+    return 1 if bad else 0
 
 
 def _emit_json(doc: dict, target: str | None):
