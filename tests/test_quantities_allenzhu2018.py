@@ -299,6 +299,31 @@ def test_masked_column_norm_second_moment_and_fixed_vector_product_reference():
     assert float(o.value[0]) == pytest.approx(best, rel=1e-12)
 
 
+def test_masked_column_norm_at_the_zero_point_is_the_unmasked_norm():
+    # x = y = 0: every mask entry is 1{0 >= 0} = 1, so ||Mz||^2 / ||z||^2 = (2/m) chi^2_m, mean 2 (the parallel
+    # configuration above has mean 1); the estimator refuses a configuration it does not know
+    v = obs("az-masked-column-norm", {"m": 2000}, {"config": "zero"}, R=400).value
+    assert abs(float((v ** 2).mean()) - 2) < 5 * float((v ** 2).std()) / 20
+    with pytest.raises(EstimatorError, match="one of random, parallel, x0, zero"):
+        obs("az-masked-column-norm", {"m": 20}, {"config": "zeros"})
+
+
+def test_claim_b10_paper_reading_conditions_on_the_hypothesis():
+    # delta_{l-1} of (B.10) is below the measured separability on the pairs that meet the hypothesis, so the paper's
+    # ratio num / delta_{l-1} is at least the measured-separability ratio num / sep_{l-1} on every valid draw; at
+    # L = 2 with a close pair and identical tails the hypothesis (sep_0 >= delta) fails on some draws, which are
+    # not valid (not counted as successes)
+    inp = dict(INP, geometry="close-pair", tail="identical")
+    p = dict(P, m=64, L=2, n=2, dx=5, delta=0.005)
+    paper = obs("rnn-projected-separation", p, {"which": "b10-paper"}, R=60, inputs=inp)
+    strict = obs("rnn-projected-separation", p, {"which": "b10"}, R=60, inputs=inp).value
+    assert 0 < int(paper.valid.sum()) < 60
+    assert (paper.value[paper.valid] >= strict[paper.valid] * (1 - 1e-12)).all()
+    assert torch.isfinite(paper.value).all()
+    with pytest.raises(EstimatorError, match="1 - 2 alpha"):
+        obs("rnn-projected-separation", dict(p, delta=0.2), {"which": "b10-paper"}, inputs=inp)
+
+
 def test_fixed_vector_product_takes_z_from_the_context():
     """z is ctx.coefficients(m): the default is the Gaussian direction ctx.randn drew before (the same draws), a
     pinned z changes the value, its scale does not, and a stale args.z is refused."""
