@@ -539,3 +539,17 @@ def test_a_violation_that_fades_along_the_width_is_flagged_finite_width_without_
     alone = [_rate_cfg(c, 64, 48, 100, 0), _rate_cfg(c, 256, 0, 200, 1, L=3)]  # no sibling along m
     res = claim_result(c, alone, profile="full")
     assert res.verdict == "violated" and "finite-width" not in res.flags and res.regime_path is None
+
+
+def test_bounds_may_name_the_normal_quantile_and_distribution_function():
+    """A Gaussian tail bound is printed with z_{1-delta} or Phi: `normal_quantile` and `normal_cdf` evaluate to
+    scipy's values (the expression engine is sympy: an error here would move every bound that uses them)."""
+    from scipy import stats as st
+
+    from lemmacheck.expressions import parse
+
+    for p in (1e-6, 0.025, 0.5, 0.9):
+        assert parse("normal_quantile(p)", {"p"}).evaluate({"p": p}) == pytest.approx(st.norm.ppf(p), rel=1e-9)
+    for x in (-3.0, 0.0, 1.96):
+        assert parse("normal_cdf(x)", {"x"}).evaluate({"x": x}) == pytest.approx(st.norm.cdf(x), rel=1e-12)
+    assert parse("erfinv(erf(x))", {"x"}).evaluate({"x": 0.3}) == pytest.approx(0.3)

@@ -34,6 +34,11 @@ FUNCTIONS: dict[str, object] = {
     "cos": sympy.cos,
     "sin": sympy.sin,
     "erf": sympy.erf,
+    "erfc": sympy.erfc,
+    "erfinv": sympy.erfinv,
+    # the standard normal's distribution function and quantile (z_{1-delta} = normal_quantile(1 - delta))
+    "normal_cdf": sympy.Lambda(_t := sympy.Dummy("t"), (1 + sympy.erf(_t / sympy.sqrt(2))) / 2),
+    "normal_quantile": sympy.Lambda(_t, sympy.sqrt(2) * sympy.erfinv(2 * _t - 1)),
     "binomial": sympy.binomial,
     "pi": sympy.pi,
     "e": sympy.E,
