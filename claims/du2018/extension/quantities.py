@@ -705,7 +705,8 @@ def _sqrtm(S: torch.Tensor) -> torch.Tensor:
 @QUANTITIES.register("du2018-pair-expectation-lipschitz", (
     "Lemmas E.2/E.3: |F(A^2) - F(B^2)| / (10 L max{||A||,||B||} ||A - B||) (args.form 'e2'), |F(A) - F(B)| / ((40 L / "
     "sqrt(lambda)) sqrt(max ||.||) ||A - B||_inf) ('e3'), ||sqrt A - sqrt B|| / ((2/sqrt(lambda)) ||A - B||) ('sqrt'); "
-    "F(S) = E rho(u) rho(v), (u, v) ~ N(0, S)"), networks=("scalar",))
+    "F(S) = E rho(u) rho(v), (u, v) ~ N(0, S); args.constant 'c-rho' puts sqrt(rho(0)^2 + sup|rho'|^2) (the preamble's "
+    "C_rho / 10) for L"), networks=("scalar",))
 def pair_expectation_lipschitz(ctx: Context) -> Observation:
     """Random SPD pairs at scales 1e-3..1e2, small and large perturbations (half of the draws perturb by ~1e-4 of the
     scale, half by O(1)); ρ = the claim's class member or args.activation (default softplus, whose Lipschitz and
@@ -713,6 +714,8 @@ def pair_expectation_lipschitz(ctx: Context) -> Observation:
     R = ctx.replicates
     act = _activation(ctx)
     Lc = max(act.lipschitz, act.smoothness)  # "Lipschitz and smoothness constants bounded by L"
+    if ctx.arg("constant", "printed") == "c-rho":  # the preamble's C_rho / 10 = sqrt(rho(0)^2 + sup|rho'|^2) for L
+        Lc = math.sqrt(float(act.f(torch.zeros((), dtype=torch.float64))) ** 2 + act.lipschitz ** 2)
     form = ctx.arg("form", "e2")
     A = _spd2(ctx, R, 1e-3, 1e2)
     small = torch.rand(R, generator=ctx.generator, dtype=torch.float64) < 0.5
