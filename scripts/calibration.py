@@ -2,6 +2,7 @@
 
     python scripts/calibration.py --seeds 100 > docs/calibration.md
     python scripts/calibration.py --seeds 100 --section power >> docs/calibration.md
+    python scripts/calibration.py --seeds 100 --section sequential >> docs/calibration.md
 
 (the two sections run as separate commands; `--section all` writes both.)
 
@@ -143,6 +144,7 @@ def table(seeds: int, only: str | None = None) -> str:
         "```bash",
         f"python scripts/calibration.py --seeds {seeds} > docs/calibration.md",
         f"python scripts/calibration.py --seeds {seeds} --section power >> docs/calibration.md",
+        f"python scripts/calibration.py --seeds {seeds} --section sequential >> docs/calibration.md",
         "```",
         "",
         f"Settings: delta = {DELTA}, alpha = {DEFAULT_ALPHA:g} per configuration (two-sided Clopper-Pearson),",
@@ -188,13 +190,17 @@ def table(seeds: int, only: str | None = None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=100)
-    ap.add_argument("--section", choices=("verdicts", "power", "all"), default="verdicts")
+    ap.add_argument("--section", choices=("verdicts", "power", "sequential", "all"), default="verdicts")
     ap.add_argument("--only", help="only the verdict-table cases whose name contains this text")
     args = ap.parse_args()
     if args.section in ("verdicts", "all"):
         sys.stdout.write(table(args.seeds, args.only))
     if args.section in ("power", "all"):
         sys.stdout.write(power(args.seeds))
+    if args.section in ("sequential", "all"):
+        from calibration.sequential import table as sequential_table  # draws until decided
+
+        sys.stdout.write(sequential_table(args.seeds))
     return 0
 
 

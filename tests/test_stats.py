@@ -539,3 +539,19 @@ def test_fit_quantile_scaling_slope_interval_covers_the_true_quantile_slope():
         covered += fit.ci_low[0] <= 0.2 <= fit.ci_high[0]
         assert np.all(lo <= hi)
     assert covered / reps >= 1 - alpha
+
+
+def test_draws_to_decide_is_where_the_sequence_first_excludes_delta_at_the_current_rate():
+    from lemmacheck.stats import draws_to_decide
+
+    for k, n, delta in [(25, 200, 0.1), (3, 200, 0.1), (0, 256, 0.003), (18, 4096, 0.003)]:
+        need = draws_to_decide(k, n, delta)
+        rate = k / n
+
+        def decided(m, rate=rate, delta=delta):
+            lo, hi = bernoulli_confidence_sequence(round(m * rate), m)
+            return lo > delta if rate > delta else hi < delta
+
+        assert need > n and decided(need) and not decided(int(need * 0.99))  # within the stated 0.1%..1%
+    assert draws_to_decide(20, 200, 0.1) is None  # the estimate is delta: no number of draws decides it
+    assert draws_to_decide(60, 100, 0.1) == 100  # already decided
