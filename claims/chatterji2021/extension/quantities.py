@@ -4,7 +4,8 @@ Parameters (the paper's symbols): p (input dimension = width), L (hidden layers)
 activation's smoothing), delta, kappa (step-size multiple), T (GD steps), scale (multiplies every layer of the
 He initialisation). Options (check.args): activation ("huberized-relu" default, or "scaled-swish"); weights
 ("init": He initialisation times `scale`; "small-loss": trained until separated, then scaled so that
-J = target_fraction · n^{−(1+24L)} (catalogue §1.8: train-then-scale), the way to reach Theorem 3.1's regime);
+J = target_fraction · n^{−(1+24L)} (catalogue §1.8: train-then-scale), the way to reach Theorem 3.1's regime;
+"chain": a width-1 chain of k_lead layers b_lead then the rest a_trail, the shape where Lemma B.6 (1) fails);
 train_lr, train_steps, target_fraction.
 
 Statements about EVERY V (Lemmas 4.3, 4.5, 4.4, 4.2, Definition 2.1) are checked as "always" claims over the
