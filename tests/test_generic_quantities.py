@@ -174,3 +174,24 @@ def test_du_gd_trajectory(network):
     assert torch.allclose(disp, moved.value, rtol=1e-10, atol=0)
     assert torch.allclose(losses[:, -1] / losses[:, 0], ratio, rtol=1e-10, atol=0)
     assert bool((ratio < 1).all())  # the steps descend: a trajectory that went nowhere could not pass
+
+
+def test_ntk_lambda_min_reports_the_rounding_scale_of_its_matrix():
+    """An eigenvalue is accurate to rounding of the matrix's size, not its own. On a regular hexagon (antipodal
+    pairs; zou2018's L = 1 network is bias-free ReLU, so the alternating sum of the gradients vanishes for every W)
+    the NTK is singular and lambda_min comes out ~1e-16 of either sign: with extras["scale"] = lambda_max the
+    comparison reads it as 0, so "lambda_min > 0" is violated there and holds on random data."""
+    import math
+
+    from lemmacheck.verdicts import violates
+
+    angles = torch.arange(6, dtype=torch.float64) * math.pi / 3
+    hexagon = torch.stack([angles.cos(), angles.sin()], -1)
+    c = ctx({"m": 64, "L": 1, "n": 6, "d": 2}, "zou2018", {"layer": "sum"}, R=4)
+    c.dataset = hexagon
+    obs = QUANTITIES.get("generic-ntk-lambda-min").obj(c)
+    assert bool((obs.extras["scale"] > 1e-3).all())
+    assert violates(">", obs.value.numpy(), 0.0, scale=obs.extras["scale"].numpy()).all()
+    rnd = ctx({"m": 64, "L": 1, "n": 6, "d": 8}, "zou2018", {"layer": "sum"}, R=4)
+    obs = QUANTITIES.get("generic-ntk-lambda-min").obj(rnd)
+    assert not violates(">", obs.value.numpy(), 0.0, scale=obs.extras["scale"].numpy()).any()

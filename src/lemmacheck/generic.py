@@ -201,15 +201,22 @@ def ntk_lambda_min(ctx: Context) -> Observation:
         _forward(ctx, net, X)
         Ks = ntk_gram(net, X)
         if layer == "sum":
-            lam = torch.linalg.eigvalsh(sum(Ks))[..., 0]
+            ev = torch.linalg.eigvalsh(sum(Ks))
+            lam, top = ev[..., 0], ev[..., -1]
         elif layer == "last":
-            lam = torch.linalg.eigvalsh(Ks[-1])[..., 0]
+            ev = torch.linalg.eigvalsh(Ks[-1])
+            lam, top = ev[..., 0], ev[..., -1]
         else:
-            lam = torch.stack([torch.linalg.eigvalsh(K)[..., 0] for K in Ks], -1).amin(-1)
+            evs = [torch.linalg.eigvalsh(K) for K in Ks]
+            lam, which = torch.stack([ev[..., 0] for ev in evs], -1).min(-1)
+            top = torch.stack([ev[..., -1] for ev in evs], -1).gather(-1, which[..., None])[..., 0]
     scale = ctx.arg("scale")
     if scale is not None:
-        lam = lam / _param_or_number(ctx, scale, "scale")
-    return Observation(lam, method="exact eigvalsh")
+        s = _param_or_number(ctx, scale, "scale")
+        lam, top = lam / s, top / s
+    # An eigenvalue is accurate to rounding of the matrix's size, not its own: a singular K (a symmetric dataset)
+    # gives lambda_min ~ 1e-16 of either sign. extras["scale"] = lambda_max lets "lambda_min > 0" read it as 0.
+    return Observation(lam, extras={"scale": top.abs()}, method="exact eigvalsh")
 
 
 def _param_or_number(ctx: Context, value: Any, name: str) -> float:
