@@ -135,6 +135,19 @@ def test_consequence_rules_name_the_file_and_field(tmp_path, findings, match):
     assert "findings.toml" in str(exc.value)
 
 
+def test_a_finding_on_a_main_result_itself_is_main_result_severity(tmp_path):
+    """Nothing rests on Theorem A, so it takes no consequence entry; the finding itself shows a main result false."""
+    text = FINDINGS.replace(SHOWN_A, "").replace(ABSORBED_D, "").replace('results = ["Lemma C"]',
+                                                                         'results = ["Theorem A"]').replace(
+        'claims = ["planted_graph/lemma-c/repeated-point"]', 'claims = ["planted_graph/theorem-a/at-lemma-c-witness", '
+        '"planted_graph/lemma-c/repeated-point"]')
+    (f,) = load_findings(_copy(tmp_path, findings=text)).findings
+    assert f.reach == () and f.severity == "main-result"
+    assert "**Theorem A**: a main result itself" in letter(load_findings(_copy(tmp_path / "b", findings=text)))
+    with pytest.raises(ClaimError, match=r"severity.*'lemma' but \['Theorem A'\] is shown to fail"):
+        load_findings(_copy(tmp_path / "c", findings=text.replace('severity = "main-result"', 'severity = "lemma"')))
+
+
 def test_consequences_need_a_graph(tmp_path):
     folder = _copy(tmp_path)
     (folder / "graph.toml").unlink()

@@ -444,11 +444,12 @@ def _one(s: str) -> str:
     return " ".join(s.split())
 
 
-def _reach_lines(f: Finding, verdicts: dict[str, str] | None = None) -> list[str]:
+def _reach_lines(f: Finding, graph: ProofGraph | None, verdicts: dict[str, str] | None = None) -> list[str]:
     """The checked reach of a finding, one markdown bullet per main result (and the rest of the reach in one)."""
-    if f.reach_note:
-        return [f"- {f.reach_note}."]
-    out = []
+    if f.reach_note or graph is None:
+        return [f"- {f.reach_note or NO_GRAPH}."]
+    own = [r for lab in f.results for r in graph.resolve(lab) if r in graph.main]
+    out = [f"- **{r}**: a main result itself, shown violated by the finding's claims." for r in dict.fromkeys(own)]
     for q in f.consequences:
         v = (verdicts or {}).get(q.claim, q.expect)
         if q.status == "shown":
@@ -488,7 +489,7 @@ def letter(pf: PaperFindings, title: str = "", verdicts: dict[str, str] | None =
         lines += [(f"**Witness.** `python {witness}` (standalone, numpy/scipy; exits 0 when the violation "
                   f"reproduces). In lemmacheck: `{f.reproduce}`."), "",
                   "**Checked reach.** The results whose proofs rest on it, and what happens to each main result:", "",
-                  *_reach_lines(f, verdicts), "",
+                  *_reach_lines(f, pf.graph, verdicts), "",
                   f"**Impact.** {_one(f.impact)}", "",
                   f"**Suggested repair.** {_one(f.repair)}", ""]
     if pf.leads:
@@ -511,7 +512,7 @@ def readme_block(pf: PaperFindings | None) -> str:
         for f in pf.findings:
             lines += [(f"- `{f.id}` ({', '.join(f.results)}; {f.kind}, {f.severity}, evidence {f.evidence}): "
                       f"{_one(f.statement)} Repair: {_one(f.repair)}"),
-                      *("  " + r for r in _reach_lines(f))]
+                      *("  " + r for r in _reach_lines(f, pf.graph))]
         lines += ["", f"**Leads ({len(pf.leads)})**", ""]
         lines += [f"- `{lead.id}` ({', '.join(lead.results)}): {lead.category}" for lead in pf.leads]
         lines.append("")

@@ -146,6 +146,8 @@ def graph_page(graph: ProofGraph, pf: PaperFindings | None, views: list[ClaimVie
                 "absorbed": f"absorbed: {esc(q.absorbed)} <q>{esc(q.line)}</q>",
                 "gap": f"survives at the witness (<code>{esc(q.claim)}</code>); gap: {esc(q.gap)} <q>{esc(q.line)}</q>"}
                [q.status]) + "</li>" for q in f.consequences)
+        cons = "".join(f"<li><b>{esc(r)}</b>: a main result itself, shown violated by the finding's claims</li>"
+                       for r in sorted(own[f.id]) if r in graph.main) + cons
         reach = ", ".join(esc(r) for r in f.reach) or "nothing else rests on it"
         secs.append(f'<section class="card finding-reach" id="finding-{i}"><h3>{esc(f.id)} · '
                     f"{esc(', '.join(f.results))} · {esc(f.severity)}</h3>"
