@@ -437,6 +437,13 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         if progress is not None:
             progress.planned(queue)
         _drain(pool, queue, store, run_id, progress, planner.hunt_returned, planner.follow)
+        for _ in range(EXTEND_ROUNDS):  # scaling sweeps whose slope falls: doubled until the top decides
+            more = planner.extend_sweeps(workers)
+            if not more:
+                break
+            if progress is not None:
+                progress.planned(more)
+            _drain(pool, more, store, run_id, progress, planner.hunt_returned, planner.follow)
     except BaseException:
         if own:
             _stop(pool.ex)
@@ -446,6 +453,18 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     planner.note_costs()
     store.finish_run(run_id)
     return run_id
+
+
+# Sweep extension. A scaling fit whose slope falls along the sweep without its top deciding (verdicts._persistence:
+# growth that persists, or a plateau) names the doubled values that would decide it (scaling["extend"]); the run then
+# adds, per such parameter, the claim's top configurations at the doubled value, at most EXTEND_ROUNDS times, while
+# the added draws' predicted seconds stay within EXTEND_COST times what the claim's own sweep cost (the profile's
+# cost; EXTEND_FREE seconds at least), within the declared range of the parameter and within memory. A claim still undecided reads inconclusive,
+# its reason naming the sweep that would decide. The extension is deterministic (a configuration's seed comes from
+# its parameters), so a resumed run extends the same way.
+EXTEND_ROUNDS = 4
+EXTEND_COST = 1.0
+EXTEND_FREE = 5.0  # seconds any claim may add: timings of a cheap sweep are noise, not a cost model
 
 
 class _Planner:
@@ -461,6 +480,8 @@ class _Planner:
         self.plans: dict[str, list[ConfigPlan]] = {}  # admitted claims' plans
         self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
         self.hunt_cost: dict[str, float] = {}
+        self.sweep_cost: dict[str, float] = {}  # a scaling claim's own sweep, in seconds: its extension's budget
+        self.extending: set[str] | None = None  # the claims the last round of extension extended (None: none ran)
 
     def admit(self, claim: Claim, claim_plans: list[ConfigPlan], first: int = 0) -> list[ShardTask]:
         """Record the claim's plan; the shards of its configurations from index `first` on that are not stored:
@@ -479,6 +500,68 @@ class _Planner:
                 continue
             tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
         return tasks
+
+    def extend_sweeps(self, workers: int = 1) -> list[ShardTask]:
+        """The shards of one round of sweep extension (see EXTEND_ROUNDS) over the admitted scaling claims."""
+        tasks: list[ShardTask] = []
+        budget = available_memory() // max(1, workers)
+        extended: set[str] = set()
+        for cid, plans in list(self.plans.items()):
+            claim = self.by_id[cid]
+            if claim.mode != "scaling" or (self.extending is not None and cid not in self.extending):
+                continue
+            res = evaluate(self.store, self.run_id, [claim])[0]
+            extend = (res.scaling or {}).get("extend") or {}
+            if not extend or res.verdict == "violated":
+                continue
+            secs = {i: c.seconds for i, c in enumerate(res.configs)}
+            base = self.sweep_cost.setdefault(cid, sum(secs.values()))
+            spent = sum(secs.values()) - base
+            extra: list[ConfigPlan] = []
+            for k, value in extend.items():
+                p_def = claim.params.get(k)
+                if p_def is None or (p_def.high is not None and value > p_def.high) or (
+                        p_def.low is not None and value < p_def.low):
+                    continue  # never beyond the declared range
+                toward_zero = value < max(float(p.params.get(k, 0)) for p in plans)
+                own = [(j, p) for j, p in enumerate(plans) if not p.definition and k in p.params]
+                if not own:
+                    continue
+                edge = (min if toward_zero else max)(float(p.params[k]) for _, p in own)
+                for j, p in own:
+                    if float(p.params[k]) != edge:
+                        continue
+                    params = dict(p.params, **{k: int(value) if float(value).is_integer() else value})
+                    if any(q.params == params for q in plans + extra):
+                        continue
+                    cost = secs.get(j, 0.0) * 2.0 ** self._cost_exponent(plans, secs, j, k)
+                    if spent + cost > max(EXTEND_COST * base, EXTEND_FREE):
+                        continue
+                    if memory_estimate(claim, params, min(p.shard_size, p.replicates)) > budget:
+                        continue
+                    spent += cost
+                    extra.append(ConfigPlan(params, config_seed(self.seed, claim.id, params, self.profile),
+                                            p.replicates, p.shard_size, False))
+            if extra:
+                extended.add(cid)
+                tasks += self.admit(claim, plans + extra, first=len(plans))
+        self.extending = extended  # a later round looks again only at the claims this one extended
+        return tasks
+
+    @staticmethod
+    def _cost_exponent(plans: list[ConfigPlan], secs: dict[int, float], j: int, k: str) -> float:
+        """How a configuration's seconds grow with parameter k, from the next-lower value on its line (the other
+        parameters equal); 1 to 3, 2 when there is none."""
+        p = plans[j]
+        below = [(i, q) for i, q in enumerate(plans) if not q.definition and q.params.get(k, 0) < p.params[k]
+                 and all(q.params.get(o) == v for o, v in p.params.items() if o != k)]
+        if not below or secs.get(j, 0.0) <= 0:
+            return 2.0
+        i, q = max(below, key=lambda iq: iq[1].params[k])
+        if secs.get(i, 0.0) <= 0:
+            return 2.0
+        ratio = np.log(secs[j] / secs[i]) / np.log(float(p.params[k]) / float(q.params[k]))
+        return float(np.clip(ratio, 1.0, 3.0))
 
     def is_chain(self, task: ShardTask) -> bool:
         """Whether the shard is one of an early-stopping configuration's."""

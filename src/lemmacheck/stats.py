@@ -498,6 +498,42 @@ def scaling_verdict(fit: ScalingFit, *, relation: str, tolerance: float = 0.1) -
     raise ValueError(f"relation must be '<=' or '>=', got {relation!r}")
 
 
+TOP_DECADES = 1.0  # the top of a sweep: its highest values of x spanning at least this many decades
+
+
+def top_window(log_x: np.ndarray, decades: float = TOP_DECADES) -> np.ndarray:
+    """Which entries of ``log_x`` (one swept parameter's logs, repeats allowed) lie in the top of the sweep: the
+    fewest highest distinct values that span at least ``decades`` decades (the whole sweep if it spans less), and
+    at least two of them. A whole-sweep slope averages a rise at the bottom with a plateau at the top; the slope
+    over this window is the local exponent where the sweep ends."""
+    col = np.asarray(log_x, dtype=float)
+    vals = np.unique(col)
+    reach = vals[-1] - decades * math.log(10.0) + 1e-9
+    below = vals[vals <= reach]
+    start = below[-1] if below.size else vals[0]
+    if len(vals) >= 2:
+        start = min(start, vals[-2])
+    return col >= start - 1e-12
+
+
+def box_slope_interval(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                       column: int) -> tuple[float, float, float]:
+    """Least-squares slope of ``y`` on column ``column`` of ``log_x`` (with an intercept and the other columns),
+    and its smallest and largest values over the box [lo, hi] of the responses: exact bounds on the true values'
+    slope whenever the box covers them (the slope is linear in y). NaN when the design is singular."""
+    x = np.asarray(log_x, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    design = np.column_stack([np.ones(len(x)), x])
+    if len(x) <= x.shape[1] or np.linalg.matrix_rank(design) < design.shape[1]:
+        return math.nan, math.nan, math.nan
+    w = np.linalg.pinv(design)[1 + column]
+    with np.errstate(invalid="ignore"):
+        low = float(np.where(w > 0, w * lo, np.where(w < 0, w * hi, 0.0)).sum())
+        high = float(np.where(w > 0, w * hi, np.where(w < 0, w * lo, 0.0)).sum())
+    return float(w @ np.asarray(y, dtype=float)), low, high
+
+
 # --------------------------------------------------------------------------- logarithmic growth
 
 # A hidden constant that grows like (log x)^b has a power-law slope b / log x: 0.03-0.12 over any reachable
@@ -556,7 +592,8 @@ def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
 
     * ``b`` (with ``b_ci``): the LS slope of y on s over the whole sweep; ``b_top`` (with ``b_top_ci``) over
       its top ``top_share`` of points (at least 3): the log exponent the constant still shows where the
-      sweep ends; ``b_last`` (with ``b_last_ci``) over its last step (the top two points). The intervals
+      sweep ends; ``b_last`` (with ``b_last_ci``) over its last step (the top two points); ``b_topdec`` (with
+      ``b_topdec_ci``) over its top decade (:func:`top_window`). The intervals
       bound the LS slope of the true values over the box, exact whatever the true
       curve (no model assumed); ``b_ci[1]`` is the largest log exponent the sweep could have missed.
     * ``concave_rejected``: no function concave in s (every constant converging from below at a rate
@@ -577,11 +614,13 @@ def log_growth_test(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
     k = max(3, math.ceil(top_share * len(s)))
     bt, bt_lo, bt_hi = _box_slope(s[-k:], y[-k:], lo[-k:], hi[-k:])
     bl, bl_lo, bl_hi = _box_slope(s[-2:], y[-2:], lo[-2:], hi[-2:])
+    win = top_window(t)  # the top decade (at least two points): the log exponent where the sweep ends
+    bd, bd_lo, bd_hi = _box_slope(s[win], y[win], lo[win], hi[win])
     cc = t >= LOG_CONCAVE_LOG_X
     rejected = bool(cc.sum() >= 3 and not concave_fits_box(s[cc], lo[cc], hi[cc]))
     ln10 = math.log(10.0)
     return {"b": b, "b_ci": [b_lo, b_hi], "b_top": bt, "b_top_ci": [bt_lo, bt_hi], "top_points": int(k),
-            "b_last": bl, "b_last_ci": [bl_lo, bl_hi],
+            "b_last": bl, "b_last_ci": [bl_lo, bl_hi], "b_topdec": bd, "b_topdec_ci": [bd_lo, bd_hi],
             "points": len(s), "decades": float((t[-1] - t[0]) / ln10),
             "concave_points": int(cc.sum()),
             "concave_decades": float((t[cc][-1] - t[cc][0]) / ln10) if cc.sum() >= 2 else 0.0,

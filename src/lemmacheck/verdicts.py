@@ -29,6 +29,7 @@ from .claims import Claim, config_values
 from .stats import (
     DEFAULT_ALPHA,
     bernoulli_confidence_sequence,
+    box_slope_interval,
     clopper_pearson,
     draws_for_quantile,
     draws_to_decide,
@@ -38,6 +39,7 @@ from .stats import (
     quantile_interval,
     reducer,
     scaling_verdict,
+    top_window,
     worst_level,
 )
 
@@ -411,9 +413,17 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     mid = {k: float(np.exp(np.mean(np.log([r[k] for r in rows])))) for k in names}
     claimed = {k: sg * shape.log_elasticity(k, {**{p: rows[0][p] for p in rows[0]}, **mid})
                for k, sg in zip(names, sign)}
-    verdict = scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance)
+    whole = scaling_verdict(fit, relation=chk.relation, tolerance=chk.tolerance)
+    ys = np.array([np.quantile(r, q) for r, q in zip(resp, levels)])
+    top = _top_slopes(names, log_x, resp, how, ys, lo, hi)
+    consts = [float(np.exp(reducer(how, q if how == "quantile" else None)(r)))
+              for r, q in zip(resp, levels if how == "quantile" else [None] * len(resp))]
+    logs = _log_growth(names, log_x, ys, lo, hi, upper)
+    verdict, why, extend = _persistence(names, fit, top, logs, upper, chk.tolerance, log_x, sign, consts)
     out.update(
         fitted=True,
+        whole_sweep_verdict=whole,  # the whole-sweep slope's verdict: growth at the bottom alone never refutes
+        top_slopes=top,
         interval_level=1 - SCALING_ALPHA,
         interval="bootstrap (mean)" if how == "mean" else "order-statistic box (exact, Bonferroni)",
         swept=names,
@@ -425,6 +435,10 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         implied_constant_max=float(max(np.exp(r.max()) for r in resp)),
         implied_constant_min=float(min(np.exp(r.min()) for r in resp)),
     )
+    if why:
+        out["reason"] = why
+    if extend:
+        out["extend"] = extend  # where a longer sweep would decide: the runner doubles these (extend_sweeps)
     if how != "mean" and verdict == "inconclusive" and not (np.isfinite(lo).all() and np.isfinite(hi).all()):
         need = max(draws_for_quantile(q, alpha_cfg) for q in set(levels))
         out.update(min_draws=need, reason=f"too few draws to bound the {levels[0]:g} quantile of Ĉ at "
@@ -436,8 +450,6 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             verdict = "inconclusive"
             out["reason"] = ("implied constant still rising at the top of the sweep "
                              + ", ".join(f"{k} (local slope >= {v:.3g})" for k, v in rising.items()))
-    ys = np.array([np.quantile(r, q) for r, q in zip(resp, levels)])
-    logs = _log_growth(names, log_x, ys, lo, hi, upper)
     # the decades of each swept parameter the verdict rests on (of 1/x for a parameter whose regime is toward 0)
     out["decades"] = {k: float(np.ptp(log_x[:, j]) / math.log(10.0)) for j, k in enumerate(names)}
     if logs:
@@ -464,6 +476,101 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     return out
 
 
+def _top_slopes(names: list[str], log_x: np.ndarray, resp: list[np.ndarray], how: str, ys: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray) -> dict[str, dict[str, Any]]:
+    """The local exponent of Ĉ at the top of the sweep, per swept parameter: the fit restricted to the
+    configurations in that parameter's top decade (stats.top_window), with the other swept parameters as
+    covariates where they vary there. Quantile statistics bound it over the same simultaneous box of intervals
+    as the whole-sweep fit (no further error); mean-log bootstraps the window's mean (as its whole fit does)."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, name in enumerate(names):
+        sel = np.flatnonzero(top_window(log_x[:, k]))
+        sub = log_x[sel]
+        cols = [c for c in range(len(names)) if np.ptp(sub[:, c]) > 1e-12]
+        design = np.column_stack([np.ones(len(sel)), sub[:, cols]])
+        if len(sel) <= len(cols) or np.linalg.matrix_rank(design) < design.shape[1]:
+            # the other parameters do not separate there: the line through the top configuration
+            t = sel[np.argmax(sub[:, k])]
+            others = [c for c in range(len(names)) if c != k]
+            sel = np.array([j for j in sel if np.all(log_x[j, others] == log_x[t, others])])
+            cols = [k]
+            if len(np.unique(log_x[sel, k])) < 2:
+                continue
+        col = cols.index(k)
+        if how == "mean":
+            try:
+                f = fit_scaling([names[c] for c in cols], log_x[np.ix_(sel, cols)], [resp[j] for j in sel],
+                                n_boot=SCALING_BOOT, alpha=SCALING_ALPHA, seed=0, reduce="mean")
+            except ValueError:
+                continue
+            slope, low, high = float(f.slopes[col]), float(f.ci_low[col]), float(f.ci_high[col])
+        else:
+            slope, low, high = box_slope_interval(log_x[np.ix_(sel, cols)], ys[sel], lo[sel], hi[sel], col)
+        out[name] = {"slope": slope, "ci": [low, high], "configs": [int(j) for j in sel],
+                     "from": float(log_x[sel, k].min()), "to": float(log_x[sel, k].max()),
+                     "decades": float(np.ptp(log_x[sel, k]) / math.log(10.0))}
+    return out
+
+
+def _persistence(names: list[str], fit: Any, top: dict[str, dict[str, Any]], logs: dict[str, dict[str, Any]],
+                 upper: bool, tol: float,
+                 log_x: np.ndarray, sign: np.ndarray, consts: list[float]) -> tuple[str, str, dict[str, float]]:
+    """The scaling verdict from where the sweep ends. Per swept parameter (growth of Ĉ for an upper bound, of 1/Ĉ
+    for a lower one): it grows when the local exponent over the top decade excludes the tolerance (the
+    whole-sweep slope only where no top fit exists); it is flat when the whole-sweep slope or the top one lies
+    within the tolerance, the top one only on a plateau (its log exponent over the top decade at most
+    LOG_PLATEAU_B: slow growth like sqrt(log x) flattens the power slope without one). violated: some parameter
+    grows; holds: every one is flat; else inconclusive. A slope
+    that excludes the tolerance over the whole sweep but not at the top is a rise that slows down: the reason
+    says so, and `extend` names the values of a longer sweep (doubling the parameter) that would decide it.
+    Returns (verdict, reason, extend)."""
+    grows, flat, reasons, extend = [], [], [], {}
+    word = "grows" if upper else "shrinks"
+    for j, k in enumerate(names):
+        w = [float(fit.slopes[j]), float(fit.ci_low[j]), float(fit.ci_high[j])]
+        if not upper:
+            w = [-w[0], -w[2], -w[1]]
+        t = top.get(k)
+        tv = None
+        if t is not None:
+            tv = [t["slope"], t["ci"][0], t["ci"][1]] if upper else [-t["slope"], -t["ci"][1], -t["ci"][0]]
+        g = tv[1] > tol if tv is not None else w[1] > tol
+        b_hi = logs.get(k, {}).get("b_topdec_ci", [math.nan, math.nan])[1]
+        plateau = tv is not None and tv[2] <= tol and b_hi <= LOG_PLATEAU_B
+        f = w[2] <= tol or plateau
+        grows.append(g)
+        flat.append(f)
+        if tv is None:
+            continue
+        a, b = (float(np.exp(sign[j] * v)) for v in (t["from"], t["to"]))
+        c_top = [consts[i] for i in t["configs"]]
+        span = f"{k} = {min(a, b):.4g}..{max(a, b):.4g}"
+        local = f"local slope {tv[0]:.3g} [{tv[1]:.3g}, {tv[2]:.3g}] over {span}"
+        if g:
+            reasons.append(f"implied constant {word} at the top of the sweep: {local}, beyond the tolerance {tol:g} "
+                           f"(Ĉ {min(c_top):.4g} to {max(c_top):.4g} there)")
+        elif w[2] > tol and (f or w[1] > tol):  # the whole sweep does not rule out growth; its top decides
+            rise = (f"Ĉ {word} with {k} over the sweep (slope {w[0]:.3g} [{w[1]:.3g}, {w[2]:.3g}])" if w[1] > tol
+                    else f"Ĉ's slope in {k} over the sweep, {w[0]:.3g} [{w[1]:.3g}, {w[2]:.3g}], leaves growth open")
+            if f:
+                reasons.append(f"{rise}{' and the rise stops' if w[1] > tol else '; its top is a plateau'}: {local}, "
+                               f"within the tolerance {tol:g}, log exponent at "
+                               f"most {b_hi:.2g} there; the constant that fits every configuration is "
+                               f"Ĉ = {max(consts) if upper else min(consts):.4g}")
+            else:  # the rise over the whole sweep is significant, its top says neither growth nor a plateau
+                why = ("a log factor (log " + k + f")^b with b up to {b_hi:.2g} is not ruled out there"
+                       if tv[2] <= tol else "it decides neither growth nor a plateau")
+                top_x = float(np.exp(sign[j] * log_x[:, j].max()))
+                top_x = float(round(top_x)) if abs(top_x - round(top_x)) <= 1e-9 * top_x else top_x
+                extend[k] = top_x / 2.0 if sign[j] < 0 else top_x * 2.0
+                reasons.append(f"{rise}, but the slope falls along it: {local}; {why} (a sweep beyond "
+                               f"{k} = {top_x:.4g} would decide)")
+    verdict = "violated" if any(grows) else "holds" if all(flat) else "inconclusive"
+    if verdict == "violated":
+        reasons = [r for r in reasons if r.startswith("implied constant")] or reasons
+    return verdict, "; ".join(reasons), extend
+
+
 # Logarithmic growth (stats.log_growth_test): along each swept parameter, the implied constant's tracked statistic
 # in s = log log x. It is "growing" (flag log-growth, never holds) when the log exponent's lower interval end
 # exceeds LOG_GROWTH_B_TOP over the top two thirds of the sweep, or LOG_GROWTH_B over the whole sweep, unless the
@@ -476,6 +583,12 @@ def _scaling_fit(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
 # Calibrated in docs/calibration.md (constants converging like 1 - 1/log m reach whole-sweep exponents near 0.15).
 LOG_GROWTH_B_TOP = 0.1
 LOG_GROWTH_B = 0.2
+# A plateau: the log exponent b of Ĉ over the top decade is at most LOG_PLATEAU_B (upper interval end). sqrt(log x)
+# has b = 1/2 everywhere and log log x has b = 1/log log x >= 0.32 up to x = 4e9, so with the box covering (probability
+# >= 1 - SCALING_ALPHA) neither shows one; a constant converging like 2 - x^-1/2 has b = 0.10 from x = 64 to 512 and
+# less above. Growth that slows at the top of the sweep reads holds only on a plateau (else the runner extends the
+# sweep), and a plateau clears the log-growth flag.
+LOG_PLATEAU_B = 0.25
 LOG_VIOLATED_DECADES = 3.0
 
 
@@ -499,7 +612,8 @@ def _log_growth(names: list[str], log_x: np.ndarray, y: np.ndarray, lo: np.ndarr
             continue
         res["direction"] = "growth" if upper else "decay"  # b is the exponent of Ĉ (of 1/Ĉ for a lower bound)
         res["growing"] = bool((res["b_top_ci"][0] > LOG_GROWTH_B_TOP or res["b_ci"][0] > LOG_GROWTH_B)
-                              and res["b_last_ci"][1] > LOG_GROWTH_B_TOP)
+                              and res["b_last_ci"][1] > LOG_GROWTH_B_TOP
+                              and not res["b_topdec_ci"][1] <= LOG_PLATEAU_B)
         res["decisive"] = bool(res["growing"] and res["concave_rejected"]
                                and res["concave_decades"] >= LOG_VIOLATED_DECADES)
         out[name] = res
@@ -580,9 +694,12 @@ def cochran_armitage_decrease(violations: list[int], totals: list[int], scores: 
     return float(0.5 * math.erfc(-(t / math.sqrt(var)) / math.sqrt(2)))  # P(Z <= z)
 
 
-def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray], path: Any) -> dict[str, Any]:
+def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.ndarray], path: Any,
+                 scaling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Whether a violation persists along the declared regime path: 'fades', 'persists', 'no violation' or
-    'incomplete' (a level did not run), with the per-level numbers behind it."""
+    'incomplete' (a level did not run), with the per-level numbers behind it. For a scaling claim each level's fit
+    sweeps the other parameters; growth along the path's own parameter is the claim's fit (`scaling`), reported
+    beside them as `along` (its verdict and local slope at the top), so the line agrees with the verdict."""
     out: dict[str, Any] = {"param": path.param, "levels": list(path.levels), "at": dict(path.at),
                            "path": path.describe(), "alpha": TREND_ALPHA}
     if claim.mode == "scaling":
@@ -591,7 +708,20 @@ def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
             idx = _path_configs(path, configs, lev, exact=False)
             fit = _scaling_fit(claim, [configs[i] for i in idx], [samples[i] for i in idx]) if len(idx) >= 2 else None
             fits.append(fit)
+        along = None
+        if scaling and scaling.get("fitted") and path.param in scaling.get("swept", []):
+            t = (scaling.get("top_slopes") or {}).get(path.param)
+            upper = claim.check is not None and claim.check.relation in ("<=", "<")
+            tol = scaling.get("tolerance", 0.1)
+            grows = t is not None and (t["ci"][0] > tol if upper else t["ci"][1] < -tol)
+            grows = grows or bool((scaling.get("log_growth") or {}).get(path.param, {}).get("decisive"))
+            along = {"verdict": scaling["verdict"], "slope": None if t is None else t["slope"],
+                     "ci": None if t is None else t["ci"], "grows": bool(grows and scaling["verdict"] == "violated")}
+            out["along"] = along
         if any(f is None or not f.get("fitted") for f in fits):
+            if along is not None:  # one configuration per level: the claim's own fit along the path decides
+                trend = "persists" if along["grows"] else "no violation"
+                return dict(out, trend=trend, verdicts=[], reason="each level has one configuration")
             return dict(out, trend="incomplete", reason="a level has fewer than two fitted configurations")
         verdicts_ = [f["verdict"] for f in fits]
         out["verdicts"] = verdicts_
@@ -601,7 +731,9 @@ def regime_trend(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
         steep = max(bottom["implied_constant_slopes"], key=lambda k: abs(bottom["implied_constant_slopes"][k]))
         lo_b = bottom.get("slope_ci", {}).get(steep, (math.nan, math.nan))[0]
         hi_t = top.get("slope_ci", {}).get(steep, (math.nan, math.nan))[1]
-        if "violated" not in verdicts_:
+        if along is not None and along["grows"]:
+            trend = "persists"  # Ĉ grows along the path's own parameter at the top of its sweep
+        elif "violated" not in verdicts_:
             trend = "no violation"
         elif verdicts_[0] == "violated" and verdicts_[-1] != "violated" or hi_t < lo_b:
             trend = "fades"
@@ -652,6 +784,12 @@ def trend_text(t: dict[str, Any]) -> str:
         vals = ", ".join(f"{v}/{n}" for v, n in zip(t["violations"], t["replicates"]))
         return (f"regime path {t['path']}: violations {vals}; {t['trend']} (one-sided trend p = "
                 f"{t['p_decrease']:.2g} vs {t['alpha']:g})")
+    along = t.get("along")
+    if along is not None:
+        slope = ("" if along.get("slope") is None else
+                 f" (local slope at the top {along['slope']:.3g} [{along['ci'][0]:.3g}, {along['ci'][1]:.3g}])")
+        levels = f"per-level fits of the other parameters {t.get('verdicts')}; " if t.get("verdicts") else ""
+        return f"regime path {t['path']}: {levels}along {t['param']}: {along['verdict']}{slope}; {t['trend']}"
     return f"regime path {t['path']}: per-level fits {t.get('verdicts')}; {t['trend']}"
 
 
@@ -710,7 +848,7 @@ def claim_result(claim: Claim, configs: list[ConfigResult], samples: list[np.nda
     prof = claim.profiles.get(profile)
     trend = None
     if prof is not None and prof.regime_path is not None and configs:
-        trend = regime_trend(claim, configs, samples or [], prof.regime_path)
+        trend = regime_trend(claim, configs, samples or [], prof.regime_path, scaling)
         if verdict == "violated" and trend["trend"] == "fades":
             flags.append("finite-width")  # fades as the width grows: a lead, never a plain refutation
     elif claim.mode == "probabilistic" and verdict == "violated":

@@ -146,6 +146,52 @@ LOG_CASES = [
 # power against the decades swept (scripts/calibration.py): the false cases over these sweeps, 8 levels each
 POWER_DECADES = (1.0, 2.0, 3.0, 4.5, 6.3, 9.0)
 
+# Constants rising from far below their limit and saturating (true: a plateau, never violated), and slow growth from
+# m = 1 and from m = 16 (false: never holds). The sweep starts where a user's would; the runner may extend it.
+H_GRID = [1, 2, 4, 16, 64, 256, 512]
+LOGISTIC_GRID = [1, 4, 16, 64, 256, 1024, 4096, 16384]
+FROM1_GRID = [1, 4, 16, 64, 256, 1024, 4096]
+FROM16_GRID = [16, 64, 256, 1024, 4096, 16384, 65536]
+SAT_DRAWS = 200
+
+
+def grid_case(name: str, what: str, truth: str, grid: list[int], growth: str = "", quantity: str = "calib-scaling",
+              bound: str = "C * sqrt(m)", power: float = 0.5, sigma: float = 0.05, draws: int = SAT_DRAWS,
+              statistic: str = "", tags: tuple[str, ...] = ()) -> Case:
+    """A hidden-constant claim "quantity <= bound w.p. 1 - delta" over `grid` (m), C(m) = `growth`."""
+    values = ", ".join(map(str, grid))
+    args = f'growth = "{growth}", sigma = {sigma}, power = {power}' if quantity == "calib-scaling" else ""
+    extra = 'constants = ["C"]\n' + (f'statistic = "{statistic}"' if statistic else "")
+    text = _toml(name, quantity, "<=", bound, f"1 - {DELTA}", args, f"m = {{ values = [{values}] }}",
+                 f"m = [{values}]", draws, extra)
+    if statistic == "mean-log":
+        text = text.replace('notes = "calibration case"', 'notes = "calibration case: mean-log, an expectation"')
+    return Case(what, truth, text, draws, configs=len(grid), what="grid-scaling", tags=tags)
+
+
+def saturation_cases() -> list[Case]:
+    return [
+        grid_case("gauss-norm-tail", "saturating: ||G||_2 <= C sqrt(h) w.p. 1 - delta, G h x h Gaussian, h 1..512",
+                  "true", H_GRID, quantity="calib-gauss-norm"),
+        grid_case("gauss-norm-mean", "saturating: E||G||_2 <= C sqrt(h) (mean-log), G h x h Gaussian, h 1..512",
+                  "true", H_GRID, quantity="calib-gauss-norm", statistic="mean-log"),
+        grid_case("sat-sqrt", "saturating: C(h) = 2 - h^-1/2, h 1..512", "true", H_GRID, "sat-sqrt"),
+        grid_case("sat-logistic", "saturating: logistic rise 0.14 -> 2 over two decades, h 1..16384", "true",
+                  LOGISTIC_GRID, "sat-logistic"),
+        grid_case("maxabs-from1", "slow growth: E max of n |N(0,1)| <= C (mean-log), n 1..4096", "false", FROM1_GRID,
+                  quantity="calib-max-abs", bound="C", statistic="mean-log"),
+        grid_case("maxabs-from16", "slow growth: E max of n |N(0,1)| <= C (mean-log), n 16..65536", "false",
+                  FROM16_GRID, quantity="calib-max-abs", bound="C", statistic="mean-log"),
+        grid_case("sqrtlog-from1", "slow growth: C(n) = sqrt(1 + log n), n 1..4096", "false", FROM1_GRID,
+                  "sqrtlog-e", power=0, bound="C", sigma=LOG_SIGMA, draws=LOG_DRAWS),
+        grid_case("loglog-from1", "slow growth: C(n) = 1 + log(1 + log n), n 1..4096", "false", FROM1_GRID,
+                  "loglog-e", power=0, bound="C", sigma=LOG_SIGMA, draws=LOG_DRAWS),
+        grid_case("sqrtlog-from16", "slow growth: C(n) = sqrt(log n), n 16..65536", "false", FROM16_GRID,
+                  "sqrtlog", power=0, bound="C", sigma=LOG_SIGMA, draws=LOG_DRAWS),
+        grid_case("loglog-from16", "slow growth: C(n) = log log n, n 16..65536", "false", FROM16_GRID,
+                  "loglog", power=0, bound="C", sigma=LOG_SIGMA, draws=LOG_DRAWS),
+    ]
+
 
 def cases() -> list[Case]:
     out = [_rate_case(f, n) for f in (0.5, 1.0, 1.3, 2.0) for n in (100, 200, 1000)]
@@ -167,6 +213,7 @@ def cases() -> list[Case]:
                       what="scaling: NaN at the largest m (an estimator failure)"),
     ]
     out += [log_case(g, t, what=w) for g, t, w in LOG_CASES]
+    out += saturation_cases()
     tight = "x = { values = [1] }"
     out += [
         Case("tight inequality ||a+b|| - ||a|| - ||b|| <= 0, float64", "true",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from lemmacheck.context import Context, Observation
@@ -29,6 +30,11 @@ def bernoulli(ctx: Context) -> Observation:
     return Observation((u < float(ctx.arg("rate"))).to(torch.float64))
 
 
+# a logistic rise in log10 m over two decades: C goes 10% -> 90% of its limit 2 between m = 10^0.5 and 10^2.5
+LOGISTIC_MID = 1.5
+LOGISTIC_K = math.log(81.0) / 2.0
+
+
 def _constant(kind: str, m: torch.Tensor | float) -> float:
     m = float(m)
     table = {"flat": lambda: 2.0, "pow0.1": lambda: 2.0 * m ** 0.1, "pow0.2": lambda: 2.0 * m ** 0.2,
@@ -36,7 +42,11 @@ def _constant(kind: str, m: torch.Tensor | float) -> float:
              # logarithmic growth and convergence from below (1 - c g(m), c = 1, g -> 0)
              "log": lambda: math.log(m), "loglog": lambda: math.log(math.log(m)),
              "conv-sqrt": lambda: 1.0 - m ** -0.5, "conv-m": lambda: 1.0 - 1.0 / m,
-             "conv-log": lambda: 1.0 - 1.0 / math.log(m)}
+             "conv-log": lambda: 1.0 - 1.0 / math.log(m),
+             # rising from far below their limit and saturating (true bounds), and slow growth defined from m = 1
+             "sat-sqrt": lambda: 2.0 - m ** -0.5,
+             "sat-logistic": lambda: 2.0 / (1.0 + math.exp(-LOGISTIC_K * (math.log10(m) - LOGISTIC_MID))),
+             "sqrtlog-e": lambda: math.sqrt(1.0 + math.log(m)), "loglog-e": lambda: 1.0 + math.log1p(math.log(m))}
     return table[kind]() if kind in table else 2.0
 
 
@@ -66,6 +76,46 @@ def scaling(ctx: Context) -> Observation:
     elif kind == "nan-above" and m >= float(ctx.arg("threshold")):
         value = torch.full_like(value, math.nan)
     return Observation(value)
+
+
+def gauss_norm_draws(h: int, u: torch.Tensor) -> torch.Tensor:
+    """||G||_2 for h x h standard Gaussian G, one per row of u (uniforms, shape (R, 2h - 1)), exactly in law and
+    in O(h) per draw: G's singular values are those of the bidiagonal matrix with diagonal chi_h, ..., chi_1 and
+    superdiagonal chi_(h-1), ..., chi_1 (Householder bidiagonalisation of a Gaussian matrix; Silverstein 1985,
+    Dumitriu and Edelman 2002). The chi draws come from the uniforms by inversion; the top eigenvalue of the
+    tridiagonal B^T B by bisection (scipy)."""
+    from scipy import linalg, special
+
+    dof = np.r_[np.arange(h, 0, -1), np.arange(h - 1, 0, -1)].astype(float)
+    chi = np.sqrt(2.0 * special.gammaincinv(dof / 2.0, u.numpy()))  # (R, 2h - 1)
+    out = np.empty(len(chi))
+    for r, row in enumerate(chi):
+        a, b = row[:h], row[h:]
+        if h == 1:
+            out[r] = a[0]
+            continue
+        diag = a ** 2 + np.r_[0.0, b ** 2]
+        off = a[:-1] * b
+        out[r] = math.sqrt(linalg.eigvalsh_tridiagonal(diag, off, select="i", select_range=(h - 1, h - 1))[0])
+    return torch.from_numpy(out)
+
+
+@QUANTITIES.register("calib-gauss-norm", "calibration: ||G||_2 of an h x h standard Gaussian matrix (h = params.m), "
+                     "exact in law through its chi-bidiagonal form; E||G||_2 <= 2 sqrt(h) (Gordon), and "
+                     "E||G||_2 / sqrt(h) rises from 0.8 at h = 1 to 2", networks=NET, memory=_memory)
+def gauss_norm(ctx: Context) -> Observation:
+    h = int(ctx.p("m"))
+    u = torch.rand(ctx.replicates, max(2 * h - 1, 1), generator=ctx.generator, dtype=torch.float64)
+    return Observation(gauss_norm_draws(h, u.clamp(1e-300, 1.0 - 1e-16)))
+
+
+@QUANTITIES.register("calib-max-abs", "calibration: max of n = params.m iid |N(0, 1)|, exact by inversion (its CDF is "
+                     "(2 Phi(x) - 1)^n); it grows like sqrt(2 log n)", networks=NET, memory=_memory)
+def max_abs(ctx: Context) -> Observation:
+    n = float(ctx.p("m"))
+    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64).clamp_min(1e-300)
+    tail = -torch.expm1(torch.log(u) / n)  # 1 - U^(1/n) = P(|g| > max), without cancellation
+    return Observation(-torch.special.ndtri(tail / 2.0))
 
 
 @QUANTITIES.register("calib-tight", "calibration: args.form = 'triangle' (||a + b|| - ||a|| - ||b|| for parallel a, b: "

@@ -194,9 +194,24 @@ def change_badges(ch) -> str:
 
 # --------------------------------------------------------------------------------------------- index
 
-def _findings_sections(views: list[ClaimView]) -> list[str]:
+def _reach_html(f: Any, graph_href: str | None, link: Any) -> str:
+    """A finding's checked reach (lemmacheck.findings): each main result's consequence, then the rest of the reach."""
+    if f.reach_note:
+        return esc(f.reach_note)
+    how = {"shown": "shown violated by", "absorbed": "absorbed", "gap": "survives, proof gap; checked by"}
+    parts = [f"<b>{esc(q.result)}</b> {how[q.status]} " + (link(q.claim) if q.claim else f"<q>{esc(q.line)}</q>")
+             for q in f.consequences]
+    rest = [r for r in f.reach if r not in {q.result for q in f.consequences}]
+    if rest:
+        parts.append("also " + esc(", ".join(rest)))
+    out = " · ".join(parts) or "no other result rests on it"
+    return out + (f' (<a href="{esc(graph_href)}">proof graph</a>)' if graph_href else "")
+
+
+def _findings_sections(views: list[ClaimView], graphs: dict[str, str] | None = None) -> list[str]:
     """The reviewed findings of each paper (claims/<paper>/findings.toml) covering claims of this run, then the
-    leads (violated somewhere, not refutations), then violated claims no findings.toml lists."""
+    leads (violated somewhere, not refutations), then violated claims no findings.toml lists. `graphs`: paper ->
+    href of its proof-graph page, linked from each finding's reach."""
     from ..errors import ClaimError
     from ..findings import load_findings
 
@@ -208,7 +223,9 @@ def _findings_sections(views: list[ClaimView]) -> list[str]:
     found, leads, untriaged, notes = [], [], [], []
 
     def link(cid: str) -> str:
-        v = by_id[cid]
+        v = by_id.get(cid)
+        if v is None:  # a consequence claim this run did not include
+            return f"<code>{esc(cid)}</code>"
         return f'<a href="claims/{quote(v.slug)}.html">{esc(cid)}</a> {badge(v.verdict)}{flags_html(v.res.flags if v.res else [])}'
 
     for folder, vs in folders.items():
@@ -229,6 +246,7 @@ def _findings_sections(views: list[ClaimView]) -> list[str]:
                              f'<div class="prose small">{rich_text(f.statement)}</div>'
                              f'<div class="small">impact: {esc(f.impact)}</div>'
                              f'<div class="small">repair: {esc(f.repair)}</div>'
+                             f'<div class="small">reach: {_reach_html(f, (graphs or {}).get(vs[0].paper), link)}</div>'
                              f'<div class="small">claims: {" · ".join(link(c) for c in f.claims if c in by_id)}'
                              f'</div><div class="small">witness: <code>{esc(f.witness.name)}</code>; reproduce: '
                              f"<code>{esc(f.reproduce)}</code></div></li>")
@@ -276,7 +294,7 @@ def index_page(info: dict[str, Any], views: list[ClaimView], cmp: Comparison | N
         body.append(f'<div class="card warnbox">{esc(n)}</div>')
 
     # Confirmed findings first: they are the point of the exercise. Only reviewed ones (findings.toml) count.
-    body += _findings_sections(views)
+    body += _findings_sections(views, graphs)
 
     if cmp is not None:
         body.append(_changes_section(views, cmp, removed))
@@ -827,11 +845,12 @@ def _change_note(view: ClaimView, cmp: Comparison | None) -> str:
             f"{slack_txt}.</div>")
 
 
-def _scaling_explanation(verdict: str, relation: str) -> str:
+def _scaling_explanation(verdict: str, relation: str, reason: str = "") -> str:
+    if reason:  # what the fit measured (the constant that fits, where a rise stops, the growth model that wins)
+        return reason
     grow = "shrinks" if relation in (">=", ">") else "grows"
     return {
-        "violated": f"the implied constant Ĉ = quantity / shape significantly {grow} along the sweep: no single "
-                    "hidden constant fits every configuration",
+        "violated": f"the implied constant Ĉ = quantity / shape significantly {grow} at the top of the sweep",
         "holds": f"the implied constant Ĉ = quantity / shape does not {grow[:-1]} beyond the tolerance along the "
                  "sweep",
         "inconclusive": "the fit cannot tell whether the implied constant stays bounded (interval straddles the "
@@ -900,7 +919,7 @@ def claim_page(view: ClaimView, info: dict[str, Any], cmp: Comparison | None) ->
         facts = []
         explain = VERDICT_TEXT.get(res.verdict, "")
         if claim.mode == "scaling" and res.scaling:
-            explain = _scaling_explanation(res.verdict, claim.check.relation)
+            explain = _scaling_explanation(res.verdict, claim.check.relation, res.scaling.get("reason", ""))
             facts += _scaling_facts(res.scaling)
         elif w is not None:
             facts += [("worst slack", f"{esc(S.fmt(w.slack_min, 4))}"
