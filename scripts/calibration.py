@@ -33,10 +33,12 @@ from calibration.cases import (
     run_case,
 )
 
-from lemmacheck.stats import DEFAULT_ALPHA, LOG_CONCAVE_LOG_X
+from lemmacheck.runner import EXTEND_ROUNDS
+from lemmacheck.stats import DEFAULT_ALPHA, LOG_CONCAVE_LOG_X, TOP_DECADES
 from lemmacheck.verdicts import (
     LOG_GROWTH_B,
     LOG_GROWTH_B_TOP,
+    LOG_PLATEAU_B,
     LOG_VIOLATED_DECADES,
     ROUNDING_ULPS,
     SCALING_ALPHA,
@@ -148,7 +150,10 @@ def table(seeds: int, only: str | None = None) -> str:
         "```",
         "",
         f"Settings: delta = {DELTA}, alpha = {DEFAULT_ALPHA:g} per configuration (two-sided Clopper-Pearson),",
-        f"scaling intervals at 1 - {SCALING_ALPHA:g} simultaneous over a claim's configurations, slope tolerance 0.1,",
+        f"scaling intervals at 1 - {SCALING_ALPHA:g} simultaneous over a claim's configurations, slope tolerance 0.1",
+        (f"judged at the top of the sweep (the top {TOP_DECADES:g} decade: violated only when Ĉ grows there; holds "
+         f"on a plateau, log exponent at most {LOG_PLATEAU_B} there; a slope that falls is extended by doubling, "
+         f"at most {EXTEND_ROUNDS} rounds),"),
         f"still-growing at a log rise above {STILL_GROWING_RISE} and a local slope above {STILL_GROWING_SLOPE},",
         (f"log-growth at a log-m exponent above {LOG_GROWTH_B_TOP} at the top or {LOG_GROWTH_B} over the sweep "
         "(power section below),"),
@@ -156,7 +161,9 @@ def table(seeds: int, only: str | None = None) -> str:
         "the dtype times the operands' magnitude. Frequencies are holds / inconclusive / violated.",
         "",
         "A true claim must never read violated; a false one must not read holds beyond the exact rate where one",
-        "exists. \"holds\" means \"not refuted at this confidence\", never \"proved\".",
+        "exists. \"holds\" means \"not refuted at this confidence\", never \"proved\". The \"saturating\" rows rise from",
+        "far below their limit (the whole-sweep slope reads growth) and must read holds; the \"slow growth\" rows",
+        "(sqrt(log n), log log n from n = 1 and n = 16) must never read holds.",
         "",
         "| case | truth | replicates x configs | observed h / i / v | exact h / i / v | flags seen |",
         "|---|---|---|---|---|---|",

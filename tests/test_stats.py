@@ -555,3 +555,32 @@ def test_draws_to_decide_is_where_the_sequence_first_excludes_delta_at_the_curre
         assert need > n and decided(need) and not decided(int(need * 0.99))  # within the stated 0.1%..1%
     assert draws_to_decide(20, 200, 0.1) is None  # the estimate is delta: no number of draws decides it
     assert draws_to_decide(60, 100, 0.1) == 100  # already decided
+
+
+def test_top_window_is_the_top_decade_with_at_least_two_values():
+    from lemmacheck.stats import top_window
+
+    log_h = np.log([1.0, 2, 4, 16, 64, 256, 512])
+    assert top_window(log_h).tolist() == [False, False, False, True, True, True, True]  # 16..512: 1.5 decades
+    # 64..512 spans only 0.9 decades: the window reaches down to the next value, 16
+    assert top_window(np.log([64.0, 512, 4096, 32768])).tolist() == [False, True, True, True]
+    assert top_window(np.log([64.0, 128])).tolist() == [True, True]  # a sweep under a decade: all of it
+    assert top_window(np.log([8.0, 8, 100, 100])).tolist() == [True] * 4  # repeats (other parameters) count once
+
+
+def test_box_slope_interval_bounds_the_slope_of_any_values_inside_the_box():
+    """The LS slope is linear in y, so its extremes over the box are attained at corners: no value inside the box
+    gives a slope outside [low, high], and the bound is attained."""
+    from lemmacheck.stats import box_slope_interval
+
+    rng = np.random.default_rng(3)
+    x = np.log([16.0, 64, 256, 512])
+    lo, hi = np.array([0.1, 0.3, 0.35, 0.36]), np.array([0.2, 0.35, 0.4, 0.45])
+    slope, low, high = box_slope_interval(x, (lo + hi) / 2, lo, hi, 0)
+    assert low < slope < high
+    for _ in range(200):
+        y = lo + rng.random(4) * (hi - lo)
+        assert low - 1e-12 <= np.polyfit(x, y, 1)[0] <= high + 1e-12
+    w = x - x.mean()
+    assert np.polyfit(x, np.where(w > 0, hi, lo), 1)[0] == pytest.approx(high)
+    assert all(math.isnan(v) for v in box_slope_interval(np.zeros(3), lo[:3], lo[:3], hi[:3], 0))  # singular
