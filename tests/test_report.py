@@ -672,3 +672,13 @@ def test_node_verdict_is_the_worst_over_the_results_claims():
              SimpleNamespace(label="Lemma 2", verdict="violated"), SimpleNamespace(label="Lemma 10", verdict="violated")]
     got = {n: v for n, (v, _) in node_verdicts(g, views).items()}
     assert got == {"Lemma 1": "inconclusive", "Lemma 2": "violated", "Lemma 3": NOT_RUN}
+
+
+def test_index_findings_show_their_checked_reach_and_link_the_graph(site):
+    index = site["index"].read_text()
+    found = index[index.index("Confirmed findings"):]
+    reach = found[found.index("reach: "):]
+    reach = reach[:reach.index("</div>")]
+    assert "<b>Theorem 3</b> absorbed <q>for some constant C</q>" in reach
+    assert "also Corollary 5 &lt;script&gt;alert(1)&lt;/script&gt;, Lemma B.3, Lemma B.4" in reach
+    assert '(<a href="graphs/toy.html">proof graph</a>)' in reach
