@@ -530,7 +530,7 @@ def _signs(labels: list[int]) -> str:
 
 
 def _paper_folder(arg: str) -> Path:
-    """A paper key ("zou2018": claims/zou2018) or a folder."""
+    """A paper key (KEY: claims/KEY) or a folder."""
     p = Path(arg)
     if p.exists() or os.sep in arg or not (Path("claims") / arg).is_dir():
         return p
