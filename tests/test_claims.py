@@ -229,7 +229,8 @@ def test_a_profile_may_expect_its_own_verdict(claims_dir, tmp_path):
     from lemmacheck.runner import evaluate, run_claims
     from lemmacheck.store import Store
 
-    text = NORM_CLAIM.replace("[profiles.full]\n", '[profiles.full]\nexpect = "inconclusive"\n')
+    # max_replicates = 40: a budget that cannot decide (by default the full profile draws on until decided)
+    text = NORM_CLAIM.replace("[profiles.full]\n", '[profiles.full]\nexpect = "inconclusive"\nmax_replicates = 40\n')
     c = load_claim(_write(claims_dir, text))
     assert c.expect == "holds" and c.expected("quick") == "holds" and c.expected("full") == "inconclusive"
     store = Store(tmp_path / "r.db")
