@@ -288,6 +288,28 @@ def test_readme_block_is_written_between_the_markers_and_read_back(tmp_path, cap
     assert readme.read_text() == before + "\nAfter.\n"
 
 
+def test_the_planted_witness_reproduces():
+    """The planted finding's second witness: a standalone script (numpy only) that exits 0 while it reproduces."""
+    import subprocess
+    import sys
+
+    witness = PLANTED / "witnesses" / "repeated_point.py"
+    assert "lemmacheck" not in witness.read_text()
+    proc = subprocess.run([sys.executable, str(witness)], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_is_written_only_beside_a_findings_toml(tmp_path, capsys):
+    folder = _copy(tmp_path)
+    (folder / "findings.toml").unlink()
+    (folder / "theorem-a.toml").unlink()
+    (folder / "lemma-c.toml").write_text((PLANTED / "lemma-c.toml").read_text().replace('expect = "violated"\n', ""))
+    other = _copy(tmp_path / "b")
+    assert main(["findings", str(other), str(folder), "--format", "md", "--readme"]) == 0
+    assert not (folder / "README.md").exists() and readme_current((other / "README.md").read_text())
+    assert f"{folder / 'README.md'}: no findings.toml beside it" in capsys.readouterr().err
+
+
 def _readme_folders() -> list[Path]:
     out = []
     for p in PAPERS:

@@ -608,6 +608,9 @@ def cmd_findings(a: argparse.Namespace) -> int:
         for folder, pf in papers.items():
             if a.readme:
                 readme = folder / "README.md"
+                if pf is None:  # no findings.toml: nothing to list, and no README written for it
+                    _err(f"{readme}: no findings.toml beside it, no findings block written")
+                    continue
                 changed = write_readme_block(readme, readme_block(pf))
                 _err(f"{readme}: findings block {'written' if changed else 'already current'}")
             elif pf is not None:
