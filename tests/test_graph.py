@@ -267,6 +267,23 @@ def test_a_consequence_run_at_the_witness_reads_violated(tmp_path, capsys):
     assert f["consequences"][0]["verdict"] == "violated"
 
 
+def test_a_run_checks_the_consequences():
+    """check_against_results: a shown consequence whose claim does not read violated in the run is reported."""
+    from types import SimpleNamespace
+
+    from lemmacheck.findings import check_against_results
+
+    pf = load_findings(PLANTED)
+    claim = SimpleNamespace(id="planted_graph/theorem-a/at-lemma-c-witness")
+    ok = SimpleNamespace(claim=claim, verdict="violated", flags=[], expect="violated", regime_path=None)
+    assert check_against_results(pf, [ok]) == []
+    held = SimpleNamespace(claim=claim, verdict="holds", flags=[], expect="violated", regime_path=None)
+    (msg,) = check_against_results(pf, [held])
+    assert "consequence for Theorem A is not shown in this run" in msg and "reads holds" in msg
+    faded = SimpleNamespace(claim=claim, verdict="violated", flags=["finite-width"], expect="violated", regime_path=None)
+    assert "fades" in check_against_results(pf, [faded])[0]
+
+
 def test_run_verdicts_replace_the_expected_ones():
     pf = load_findings(PLANTED)
     doc = pf.findings[0].to_json({"planted_graph/theorem-a/at-lemma-c-witness": "holds"})

@@ -415,7 +415,8 @@ def findings_folders(paths: list[str | Path]) -> list[Path]:
 
 def check_against_results(pf: PaperFindings, results: list[Any]) -> list[str]:
     """Problems with listing these findings given a run's ClaimResults: a covered claim whose violation fades
-    along its regime path (flag finite-width), or that is violated only outside its stated regime."""
+    along its regime path (flag finite-width), or that is violated only outside its stated regime; a consequence
+    shown by a claim that does not read violated (or fades), a gap whose claim reads violated."""
     by_id = {r.claim.id: r for r in results}
     out = []
     for f in pf.findings:
@@ -433,6 +434,18 @@ def check_against_results(pf: PaperFindings, results: list[Any]) -> list[str]:
             elif f.evidence == "regime-path" and r.regime_path is not None and r.regime_path.get("trend") != "persists":
                 out.append(f"finding {f.id}: claim {cid}'s regime path reads '{r.regime_path.get('trend')}', "
                            "not 'persists'")
+        for q in f.consequences:  # the checked reach, checked against the run
+            r = by_id.get(q.claim)
+            if r is None:
+                continue
+            if q.status == "shown" and r.verdict != "violated":
+                out.append(f"finding {f.id}: the consequence for {q.result} is not shown in this run: claim {q.claim} "
+                           f"reads {r.verdict}")
+            elif q.status == "shown" and "finite-width" in r.flags:
+                out.append(f"finding {f.id}: the consequence for {q.result} fades along its regime path "
+                           f"(finite-width): claim {q.claim}")
+            elif q.status == "gap" and r.verdict == "violated":
+                out.append(f"finding {f.id}: the consequence for {q.result} reads violated ({q.claim}): shown, not a gap")
     return out
 
 
