@@ -41,6 +41,7 @@ from .shards import (
     explore_configs,
     shard_seed,
 )
+from .stats import draws_to_decide
 from .store import ShardRecord, Store
 from .store import now as now_utc
 from .verdicts import ClaimResult, claim_result, config_result
@@ -240,12 +241,31 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
         cr, _ = _shards_result(claim, j, p.params, p.seed, prefix, p.shard_size, p.cap, True, anytime=True)
         if cr.verdict in ("holds", "violated") or done >= p.n_shards:
             return []
-        if done * p.shard_size >= p.replicates and not cr.violations and (cr.draws_needed or math.inf) > p.cap:
-            # no violation yet and "holds" out of reach within the budget even if none ever comes (delta too
-            # small for it): more draws would be spent in vain; the verdict states the draws it would take
+        if done * p.shard_size >= p.replicates and not reachable(cr.violations, cr.replicates, cr.delta, p.cap):
+            # past its replicates, the budget cannot decide it even at the most favourable rate its draws allow
+            # (delta too small for "holds", or a rate too close to delta): more draws would be spent in vain
             return []
     upto = next(n for n in looks if n > at)
     return [_task(claim, j, p, k) for k in range(at, upto) if k not in have]
+
+
+# The rate a budget check assumes: the end of a (1 - 1e-3) normal interval on the rate farthest from delta, so a
+# configuration stops early for want of budget only where its true rate would need more than the budget with
+# probability >= 1 - 5e-4 per look (it then reads inconclusive, stating draws_needed; never a false verdict).
+REACH_Z = 3.29
+
+
+def reachable(k: int, n: int, delta: float, cap: int) -> bool:
+    """Whether `cap` draws could decide a configuration with `k` violations in `n`: whether the anytime-valid
+    sequence would exclude delta within `cap` draws at the most favourable rate its draws allow (REACH_Z): for
+    k = 0, no violation at all (exact); otherwise the rate moved REACH_Z standard errors away from delta."""
+    if not n or not 0.0 < delta < 1.0:
+        return True
+    rate = k / n
+    half = REACH_Z * math.sqrt(max(rate * (1 - rate), 1.0 / n) / n)
+    best = rate + half if rate > delta else max(rate - half, 0.0)
+    need = draws_to_decide(0, n, delta) if best == 0.0 else draws_to_decide(k, n, delta, rate=min(best, 1.0))
+    return need is not None and need <= cap
 
 
 def _shards_result(claim: Claim, index: int, params: dict[str, float], seed: int, shards: list[ShardRecord],
