@@ -218,3 +218,21 @@ def test_every_label_pattern_of_small_n():
     P = all_patterns(4)
     assert len(P) == 8 and len({tuple(p) for p in P}) == 8 and all(p[0] == 1 for p in P)
     assert set(LABELS) == {"rademacher", "constant", "by-cluster", "half-space", "parity", "null-vector"}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_every_geometry_places_unit_points_on_the_line_or_refuses(n):
+    """d = 1 (inputs on S^0 = {-1, +1}) is the smallest dimension a statement admits: a geometry that moves a point
+    along a tangent has none there and must refuse (its `admits`), never return NaN rows (a hunted dataset with a
+    NaN row stopped a full profile's hunt)."""
+    from lemmacheck.errors import EstimatorError
+    from lemmacheck.inputs import GEOMETRIES, unit_sphere
+
+    for name, geo in GEOMETRIES.items():
+        if geo.admits(n, 1, 0.0) is not None:
+            continue
+        try:
+            X = unit_sphere(torch.Generator().manual_seed(0), 3, n=n, d=1, separation=0.0, geometry=name)
+        except EstimatorError:  # a clear refusal is fine too
+            continue
+        assert torch.isfinite(X).all() and torch.allclose(X.abs(), torch.ones_like(X)), name

@@ -110,7 +110,13 @@ def _orthogonal_unit(gen: torch.Generator, x: torch.Tensor) -> torch.Tensor:
     return _unit(u - (u * x).sum(-1, keepdim=True) * x)
 
 
-@_geometry("close-pair", "iid, with x_2 planted at distance exactly phi from x_1 (catalogue D2)")
+def _needs_a_tangent(n: int, d: int, sep: float) -> str | None:
+    """Geometries that move a point along a direction orthogonal to another: S^0 (d = 1) has none."""
+    return f"needs d >= 2 to move a point off another (d={d})" if d < 2 and n > 1 else None
+
+
+@_geometry("close-pair", "iid, with x_2 planted at distance exactly phi from x_1 (catalogue D2)",
+           admits=_needs_a_tangent)
 def _close_pair(gen, R, n, d, sep, dtype):
     X = _unit(torch.randn(R, n, d, generator=gen, dtype=dtype))
     if n >= 2:
@@ -121,7 +127,8 @@ def _close_pair(gen, R, n, d, sep, dtype):
     return X
 
 
-@_geometry("clustered", "two tight clusters of nearly collinear points, consecutive points just over phi apart")
+@_geometry("clustered", "two tight clusters of nearly collinear points, consecutive points just over phi apart",
+           admits=lambda n, d, s: f"needs d >= 2 (d={d})" if d < 2 else None)
 def _clustered(gen, R, n, d, sep, dtype):
     centers = _unit(torch.randn(R, 2, d, generator=gen, dtype=dtype))
     X = torch.empty(R, n, d, dtype=dtype)
