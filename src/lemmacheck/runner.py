@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import json
-import math
 import multiprocessing
 import os
 import platform
@@ -242,29 +241,21 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
         if cr.verdict in ("holds", "violated") or done >= p.n_shards:
             return []
         if done * p.shard_size >= p.replicates and not reachable(cr.violations, cr.replicates, cr.delta, p.cap):
-            # past its replicates, the budget cannot decide it even at the most favourable rate its draws allow
-            # (delta too small for "holds", or a rate too close to delta): more draws would be spent in vain
+            # past its replicates with no violation, "holds" is out of the budget's reach (delta too small for
+            # it): more draws would be spent in vain; the verdict states the draws it would take
             return []
     upto = next(n for n in looks if n > at)
     return [_task(claim, j, p, k) for k in range(at, upto) if k not in have]
 
 
-# The rate a budget check assumes: the end of a (1 - 1e-3) normal interval on the rate farthest from delta, so a
-# configuration stops early for want of budget only where its true rate would need more than the budget with
-# probability >= 1 - 5e-4 per look (it then reads inconclusive, stating draws_needed; never a false verdict).
-REACH_Z = 3.29
-
-
 def reachable(k: int, n: int, delta: float, cap: int) -> bool:
-    """Whether `cap` draws could decide a configuration with `k` violations in `n`: whether the anytime-valid
-    sequence would exclude delta within `cap` draws at the most favourable rate its draws allow (REACH_Z): for
-    k = 0, no violation at all (exact); otherwise the rate moved REACH_Z standard errors away from delta."""
-    if not n or not 0.0 < delta < 1.0:
+    """Whether `cap` draws could decide a configuration with `k` violations in `n`. With no violation, exactly:
+    whether "holds" comes within `cap` draws if none ever comes (delta too small for it otherwise). With one, yes:
+    its rate may lie anywhere near delta, and only more draws tell (a rate at delta spends the budget; its cost is
+    the profile's max_replicates to set)."""
+    if k or not n or not 0.0 < delta < 1.0:
         return True
-    rate = k / n
-    half = REACH_Z * math.sqrt(max(rate * (1 - rate), 1.0 / n) / n)
-    best = rate + half if rate > delta else max(rate - half, 0.0)
-    need = draws_to_decide(0, n, delta) if best == 0.0 else draws_to_decide(k, n, delta, rate=min(best, 1.0))
+    need = draws_to_decide(0, n, delta)
     return need is not None and need <= cap
 
 
@@ -478,13 +469,13 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
 # Sweep extension. A scaling fit whose slope falls along the sweep without its top deciding (verdicts._persistence:
 # growth that persists, or a plateau) names the doubled values that would decide it (scaling["extend"]); the run then
 # adds, per such parameter, the claim's top configurations at the doubled value, at most EXTEND_ROUNDS times, while
-# the added draws' predicted seconds stay within EXTEND_COST times what the claim's own sweep cost (the profile's
-# cost; EXTEND_FREE seconds at least), within the declared range of the parameter and within memory. A claim still undecided reads inconclusive,
-# its reason naming the sweep that would decide. The extension is deterministic (a configuration's seed comes from
-# its parameters), so a resumed run extends the same way.
+# the added configurations' cost stays within EXTEND_COST times the claim's own sweep (the profile's cost), never
+# beyond the parameter's declared range, and within memory. Cost is the work proxy memory_estimate gives (replicates
+# times the declared or floor memory of one draw), not measured seconds: the plan, and so every verdict, stays the same
+# whatever the executor, worker count or machine load. A claim still undecided reads inconclusive, its reason naming
+# the sweep that would decide. A configuration's seed comes from its parameters, so a resumed run extends the same way.
 EXTEND_ROUNDS = 4
-EXTEND_COST = 1.0
-EXTEND_FREE = 5.0  # seconds any claim may add: timings of a cheap sweep are noise, not a cost model
+EXTEND_COST = 2.0
 
 
 class _Planner:
@@ -500,7 +491,7 @@ class _Planner:
         self.plans: dict[str, list[ConfigPlan]] = {}  # admitted claims' plans
         self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
         self.hunt_cost: dict[str, float] = {}
-        self.sweep_cost: dict[str, float] = {}  # a scaling claim's own sweep, in seconds: its extension's budget
+        self.sweep_cost: dict[str, tuple[int, int]] = {}  # a scaling claim's own sweep: (cost, configurations)
         self.extending: set[str] | None = None  # the claims the last round of extension extended (None: none ran)
 
     def admit(self, claim: Claim, claim_plans: list[ConfigPlan], first: int = 0) -> list[ShardTask]:
@@ -524,8 +515,8 @@ class _Planner:
     def extend_sweeps(self, workers: int = 1) -> list[ShardTask]:
         """The shards of one round of sweep extension (see EXTEND_ROUNDS) over the admitted scaling claims."""
         tasks: list[ShardTask] = []
-        budget = available_memory() // max(1, workers)
         extended: set[str] = set()
+        budget = available_memory() // max(1, workers)
         for cid, plans in list(self.plans.items()):
             claim = self.by_id[cid]
             if claim.mode != "scaling" or (self.extending is not None and cid not in self.extending):
@@ -534,28 +525,28 @@ class _Planner:
             extend = (res.scaling or {}).get("extend") or {}
             if not extend or res.verdict == "violated":
                 continue
-            secs = {i: c.seconds for i, c in enumerate(res.configs)}
-            base = self.sweep_cost.setdefault(cid, sum(secs.values()))
-            spent = sum(secs.values()) - base
+            work = [memory_estimate(claim, p.params, p.replicates) for p in plans]
+            base, spent = self.sweep_cost.setdefault(cid, (sum(work), len(plans)))
+            spent = sum(work[spent:])  # what earlier rounds added
             extra: list[ConfigPlan] = []
             for k, value in extend.items():
                 p_def = claim.params.get(k)
                 if p_def is None or (p_def.high is not None and value > p_def.high) or (
                         p_def.low is not None and value < p_def.low):
                     continue  # never beyond the declared range
-                toward_zero = value < max(float(p.params.get(k, 0)) for p in plans)
-                own = [(j, p) for j, p in enumerate(plans) if not p.definition and k in p.params]
+                own = [p for p in plans if not p.definition and k in p.params]
                 if not own:
                     continue
-                edge = (min if toward_zero else max)(float(p.params[k]) for _, p in own)
-                for j, p in own:
+                toward_zero = value < max(float(p.params[k]) for p in own)
+                edge = (min if toward_zero else max)(float(p.params[k]) for p in own)
+                for p in own:
                     if float(p.params[k]) != edge:
                         continue
                     params = dict(p.params, **{k: int(value) if float(value).is_integer() else value})
                     if any(q.params == params for q in plans + extra):
                         continue
-                    cost = secs.get(j, 0.0) * 2.0 ** self._cost_exponent(plans, secs, j, k)
-                    if spent + cost > max(EXTEND_COST * base, EXTEND_FREE):
+                    cost = memory_estimate(claim, params, p.replicates)
+                    if spent + cost > EXTEND_COST * base:
                         continue
                     if memory_estimate(claim, params, min(p.shard_size, p.replicates)) > budget:
                         continue
@@ -567,21 +558,6 @@ class _Planner:
                 tasks += self.admit(claim, plans + extra, first=len(plans))
         self.extending = extended  # a later round looks again only at the claims this one extended
         return tasks
-
-    @staticmethod
-    def _cost_exponent(plans: list[ConfigPlan], secs: dict[int, float], j: int, k: str) -> float:
-        """How a configuration's seconds grow with parameter k, from the next-lower value on its line (the other
-        parameters equal); 1 to 3, 2 when there is none."""
-        p = plans[j]
-        below = [(i, q) for i, q in enumerate(plans) if not q.definition and q.params.get(k, 0) < p.params[k]
-                 and all(q.params.get(o) == v for o, v in p.params.items() if o != k)]
-        if not below or secs.get(j, 0.0) <= 0:
-            return 2.0
-        i, q = max(below, key=lambda iq: iq[1].params[k])
-        if secs.get(i, 0.0) <= 0:
-            return 2.0
-        ratio = np.log(secs[j] / secs[i]) / np.log(float(p.params[k]) / float(q.params[k]))
-        return float(np.clip(ratio, 1.0, 3.0))
 
     def is_chain(self, task: ShardTask) -> bool:
         """Whether the shard is one of an early-stopping configuration's."""
