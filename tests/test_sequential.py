@@ -135,18 +135,3 @@ def test_a_killed_wave_resumes_to_the_same_draws(tmp_path):
     strip = [{k: v for k, v in c.items() if k != "seconds"} for c in whole["claims"][0]["configs"]]
     assert strip == [{k: v for k, v in c.items() if k != "seconds"} for c in again["claims"][0]["configs"]]
 
-
-def test_a_rate_at_delta_stops_once_the_budget_cannot_decide_it(tmp_path):
-    """Rate 0.1 at delta = 0.1: no number of draws decides it. It draws on while the most favourable rate its
-    draws allow (runner.REACH_Z standard errors from delta) could still be decided within the budget, then stops
-    short of the budget, inconclusive. Fails without runner.reachable (it would spend all 20,000)."""
-    from lemmacheck.runner import reachable
-
-    text = CLAIM.replace("configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]",
-                         "configs = [{ q = 0.9, delta = 0.1 }]").replace("[profiles.full]", "[profiles.full]\nhunt = 0") \
-        .replace("q = { values = [0.87, 1.0] }", "q = { values = [0.87, 1.0, 0.9] }")
-    full, _ = _run(_write(tmp_path, text, name="g"), tmp_path / "f.db", "full")
-    (cfg,) = full[0].configs
-    assert cfg.verdict == "inconclusive" and 200 < cfg.drawn < 20000
-    assert not reachable(cfg.violations, cfg.replicates, 0.1, 20000)
-    assert reachable(18, 4096, 0.003, 131072)  # 1.5 delta at delta = 0.003 after the first batch: draws on

@@ -177,19 +177,18 @@ def bernoulli_confidence_sequence(k: int, n: int, alpha: float = DEFAULT_ALPHA) 
 
 
 def draws_to_decide(k: int, n: int, delta: float, alpha: float = DEFAULT_ALPHA,
-                    limit: int = 1 << 40, rate: float | None = None) -> int | None:
+                    limit: int = 1 << 40) -> int | None:
     """The draws at which :func:`bernoulli_confidence_sequence` would exclude ``delta`` if the violation rate
     stayed at its current estimate ``k / n``: the least ``N >= n`` whose interval at ``round(N k / n)``
     violations lies wholly above ``delta`` (rate above it) or below it (rate below it; ``k = 0``: no violation
     in ``N`` draws).  ``None`` when no ``N`` up to ``limit`` would (the rate estimate equals ``delta``, or it is
     too close to tell apart within ``limit`` draws).  A projection, not a promise: the rate moves as draws
-    come, so it says roughly how many draws an undecided configuration needs, never what they would show.
-    `rate` replaces the estimate (a budget check asks about the most favourable rate the draws allow)."""
+    come, so it says roughly how many draws an undecided configuration needs, never what they would show."""
     k, n = _check_counts(k, n)
     alpha = _check_alpha(alpha)
     if n == 0 or not 0.0 < delta < 1.0:
         return None
-    rate = k / n if rate is None else float(rate)
+    rate = k / n
     if rate == delta:
         return None
     above = rate > delta

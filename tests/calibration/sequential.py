@@ -63,7 +63,8 @@ def run_sequential(factor: float, seed: int) -> ClaimResult:
 def miss_at_budget(factor: float) -> float:
     """P(not violated) of a fixed-size Clopper-Pearson reading at the whole budget: an upper bound on the chance
     that the sequential run (which reads the anytime-valid sequence at every look and, at the budget, this same
-    interval) ends without reading violated."""
+    interval; a configuration with a violation is never stopped for want of budget) ends without reading
+    violated."""
     n = DRAW_BUDGET
     k = next(k for k in range(n + 1) if clopper_pearson(k, n, DEFAULT_ALPHA)[0] > SEQ_DELTA)
     return float(sps.binom.cdf(k - 1, n, factor * SEQ_DELTA))
