@@ -19,7 +19,7 @@ from plugins import cli_json, full_result, planted_copies
 
 from lemmacheck.claims import parse_claim
 from lemmacheck.errors import ClaimError
-from lemmacheck.functions import BASES, CLASSES, Member, members, parse_member, resolve
+from lemmacheck.functions import BASES, CLASSES, Member, member_key, members, parse_member, resolve
 from lemmacheck.hunt import hunt, probe
 
 PLANTED3 = Path(__file__).parent / "planted_search3"
@@ -247,3 +247,131 @@ def test_repro_refuses_a_member_outside_the_class(p3, capsys):
     assert "above lipschitz" in capsys.readouterr().err
     assert main(base + ["--pinned", '{"loss": "softplus"}']) != 0
     assert "loss" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- analytic members
+
+
+def _one_sided(f, x0: float, order: int, h: float = 1e-4) -> tuple[float, float]:
+    """The order-th derivative of f at x0 from the left and from the right (one-sided finite differences)."""
+    x = torch.tensor([x0 + s * k * h for s in (-1, 1) for k in range(order + 1)], dtype=torch.float64)
+    v = f(x).tolist()
+    left, right = v[:order + 1], v[order + 1:]
+    coef = [math.comb(order, k) * (-1) ** k for k in range(order + 1)]
+    return (sum(c * y for c, y in zip(coef, left, strict=True)) / h ** order,  # backward differences
+            sum(c * y for c, y in zip(coef, right, strict=True)) * (-1) ** order / h ** order)  # forward ones
+
+
+@pytest.mark.parametrize("name", list(BASES))
+def test_each_base_says_truthfully_whether_it_is_analytic_and_polynomial(name):
+    base = BASES[name]
+    m = Member(name, 1.5, 0.7, 0.3, -0.2)  # flags and kinks survive an affine change of argument and value
+    assert (m.analytic, m.polynomial) == (base.analytic, base.polynomial)
+    assert base.analytic == (not base.kinks) and (base.analytic or not base.polynomial)
+    # a polynomial (degree <= 3 here) has vanishing 4th differences; a non-polynomial function does not
+    x = torch.linspace(-4, 4, 81, dtype=torch.float64)
+    fourth = torch.diff(m(x), n=4).abs().max().item()
+    assert (fourth < 1e-9) == base.polynomial, (name, fourth)
+    # a non-analytic member is listed with its kinks, where its first or second derivative jumps; an analytic
+    # member's agree from both sides at the same points
+    points = m.kinks if m.kinks else [(k - m.c) / m.b for k in (0.0, 1.0)]
+    for k in points:
+        jumps = [abs(r - lft) for lft, r in (_one_sided(m, k, 1), _one_sided(m, k, 2, 1e-3))]
+        assert (max(jumps) > 0.05) == bool(m.kinks), (name, k, jumps)
+    assert m.kinks == tuple(sorted((k - 0.3) / 0.7 for k in base.kinks))
+
+
+@pytest.mark.parametrize("spec", [
+    {"class": "analytic-non-polynomial", "lipschitz": 1},
+    {"class": "analytic-non-polynomial", "lipschitz": 1, "smooth": 0.5},
+    {"class": "analytic-non-polynomial", "lipschitz": 2, "at_zero": 0},
+])
+def test_the_analytic_non_polynomial_class_lists_only_such_members(spec):
+    from lemmacheck.functions import admits
+
+    found = members(spec)
+    assert {"tanh", "softplus", "sigmoid"} <= {m.base for m in found}
+    x = torch.linspace(-4, 4, 81, dtype=torch.float64)
+    for m in found:
+        assert m.analytic and not m.kinks and not m.polynomial, m.name
+        assert torch.diff(m(x), n=4).abs().max().item() > 1e-9, m.name  # not a polynomial of degree <= 3
+        assert m.smooth is not None and m.smooth <= spec.get("smooth", math.inf) * (1 + 1e-12)
+    # a polynomial, a kinked member and a member above the constants are refused, each by its reason
+    assert "is a polynomial" in admits(spec, Member("linear", 0.5))
+    assert "not analytic (kinks at x = -1)" in admits(spec, Member("relu", 1.0, 1.0, 1.0))
+    assert "not analytic" in admits(spec, Member("huber-relu"))
+    assert "above lipschitz" in admits(spec, Member("tanh", 3.0))
+
+
+@pytest.mark.parametrize("member, problem", [("linear", "is a polynomial"), ("abs", "not analytic"),
+                                             ({"base": "tanh", "a": 2}, "above lipschitz")])
+def test_a_claim_pinning_a_member_outside_the_analytic_class_is_a_claim_error(p3, member, problem):
+    claim = p3["gain"]
+    raw = copy.deepcopy(claim.raw)
+    raw["inputs"]["activation"] = {"class": "analytic-non-polynomial", "lipschitz": 1, "member": member}
+    with pytest.raises(ClaimError) as err:
+        parse_claim(raw, claim.source)
+    assert err.value.field == "inputs.activation.member" and problem in err.value.problem
+    raw["inputs"]["activation"]["member"] = "softplus"
+    assert parse_claim(raw, claim.source).inputs["activation"]["member"] == "softplus"
+
+
+# ------------------------------------------------------------------------------------------- value shifts
+
+
+def _planted_far(p3, name: str, bound: str):
+    """A planted claim whose bound ignores phi(0) but is far from the catalogue's own shifts (|phi(0)| <= 1.4):
+    the statement fails only for a member moved in value by tens or more (as du2018 Lemma E.2 from about 22)."""
+    claim = p3[name]
+    raw = copy.deepcopy(claim.raw)
+    raw["check"]["bound"] = bound
+    return parse_claim(raw, claim.source)
+
+
+@pytest.mark.parametrize("name, bound, role", [("gain", "40", "activation"), ("loss-floor", "-50", "loss")])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_hunt_searches_the_value_shift_where_the_class_leaves_phi0_free(p3, monkeypatch, name, bound, role, seed):
+    import lemmacheck.hunt as hunt_module
+    import lemmacheck.strategies as strategies_module
+
+    claim = _planted_far(p3, name, bound)
+    # every member of the catalogue meets the statement: without the searched shift no hunt can find it
+    for m in members(claim.inputs[role]):
+        assert probe(claim, _default(claim), 0, 50, functions={role: m.to_json()}).violations == 0, m.name
+    res = hunt(claim, examples=6, seed=seed, replicates=4, max_probes=40, stratified=6)
+    ce = res.counterexample
+    assert ce is not None and ce.significant
+    member = parse_member(ce.functions[role])
+    assert abs(member.at_zero) > 10 and member not in members(claim.inputs[role])
+    if ce.found_by == "stratified sweep":  # shrunk greedily: the next rounder, smaller shift no longer fails
+        from lemmacheck.functions import shift_origin, shifted, smaller_shifts
+
+        origin, shift = shift_origin(claim.inputs[role], member)
+        assert abs(shift) in smaller_shifts(2000.0) and smaller_shifts(shift)  # a round size (1, 2, 5 x 10^k)
+        assert not probe(claim, ce.params, 0, ce.replicates, points=ce.points, labels=ce.labels,
+                         functions={role: shifted(origin, smaller_shifts(shift)[-1])}).significant
+    # the same hunt with the shift no longer searched (the catalogue alone) finds nothing
+    monkeypatch.setattr(strategies_module, "shifts_value", lambda spec: False)
+    monkeypatch.setattr(hunt_module, "shifts_value", lambda spec: False)
+    assert hunt(claim, examples=6, seed=seed, replicates=4, max_probes=40, stratified=6).counterexample is None
+
+
+def test_classes_that_bound_phi0_are_never_shifted(p3):
+    from lemmacheck.functions import shifts_value
+    from lemmacheck.strategies import strata
+
+    assert shifts_value({"class": "lipschitz", "lipschitz": 1})
+    assert not shifts_value({"class": "lipschitz", "lipschitz": 1, "bound": 3})
+    assert not shifts_value({"class": "lipschitz-smooth", "lipschitz": 1, "smooth": 1, "at_zero": 0})
+    claim = p3["gain-at-zero"]
+    listed = {member_key(m) for m in members(claim.inputs["activation"])}
+    res = hunt(claim, examples=6, seed=0, replicates=4, max_probes=18, stratified=6)
+    assert {member_key(p.functions["activation"]) for p in res.probes} <= listed
+    # where phi(0) is free, the sweep probes every listed member first, then shifted ones of both signs
+    free = p3["gain"]
+    listed = [member_key(m) for m in members(free.inputs["activation"])]
+    swept = [member_key(c.functions["activation"]) for c in strata(free, len(listed) + 4, 0,
+                                                                     functions=("activation",))]
+    assert set(swept[:len(listed)]) == set(listed)
+    shifts = [json.loads(k)["e"] for k in swept[len(listed):]]
+    assert all(k not in listed for k in swept[len(listed):]) and min(shifts) < -1 and max(shifts) > 1

@@ -6,11 +6,14 @@ drawn through `ctx.function(role)` (`ctx.activation()`, `ctx.loss()`) from the c
 
 A class is a catalogue of members a * phi(b * x + c) + e: named 1-D functions phi (BASES) with their constants
 computed exactly, under the shifts and rescalings that keep the class's stated constants. Each member knows its
-own constants (sup |phi'|, sup |phi''|, its range, phi(0)), and the class admits a member only when they meet the
-claim's: lipschitz (sup |phi'| <= L), smooth (sup |phi''| <= beta: phi' is beta-Lipschitz), and the optional
-bound (sup |phi| <= B) and at_zero (phi(0) equal to the value). The first admitted member is the default, the one
-a run uses; hunts range over every admitted member (stratified: each is probed) and pin the one that breaks the
-statement as `member` (a {"base", "a", "b", "c", "e"} table), which the reproduce line carries.
+own constants (sup |phi'|, sup |phi''|, its range, phi(0)) and whether it is analytic (else its kinks) or a
+polynomial, and the class admits a member only when they meet the claim's: lipschitz (sup |phi'| <= L), smooth
+(sup |phi''| <= beta: phi' is beta-Lipschitz), and the optional bound (sup |phi| <= B) and at_zero (phi(0) equal
+to the value); "analytic-non-polynomial" admits analytic members only, never a polynomial. The first admitted
+member is the default, the one a run uses; hunts range over every admitted member (stratified: each is probed)
+and, where the class bounds neither phi(0) nor sup |phi|, over value shifts phi + s with |s| up to 1e3
+(SHIFT_DECADES), and pin the one that breaks the statement as `member` (a {"base", "a", "b", "c", "e"} table),
+which the reproduce line carries.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class Base:
     low: float
     high: float
     convex: bool = False
+    analytic: bool = False  # a power series around every point (the "analytic" classes' condition)
+    polynomial: bool = False
+    kinks: tuple[float, ...] = ()  # where a non-analytic base's derivative of some order jumps
 
     def at(self, x: float) -> float:
         return float(self.f(torch.tensor(x, dtype=torch.float64)))
@@ -63,22 +69,25 @@ def _huber_relu(x: torch.Tensor) -> torch.Tensor:
 BASES: dict[str, Base] = {b.name: b for b in (
     Base("tanh", "tanh x (sup|phi'| = 1 at 0, sup|phi''| = 4/(3 sqrt 3) where tanh = 1/sqrt 3)", torch.tanh,
          lambda x: 1 - torch.tanh(x) ** 2, lambda x: -2 * torch.tanh(x) * (1 - torch.tanh(x) ** 2),
-         1.0, 4 / (3 * _S3), -1.0, 1.0),
-    Base("sin", "sin x", torch.sin, torch.cos, lambda x: -torch.sin(x), 1.0, 1.0, -1.0, 1.0),
+         1.0, 4 / (3 * _S3), -1.0, 1.0, analytic=True),
+    Base("sin", "sin x", torch.sin, torch.cos, lambda x: -torch.sin(x), 1.0, 1.0, -1.0, 1.0, analytic=True),
     Base("softplus", "log(1 + e^x) (a smooth ReLU: phi' = sigmoid, sup|phi''| = 1/4)",
-         torch.nn.functional.softplus, _sig, lambda x: _sig(x) * (1 - _sig(x)), 1.0, 0.25, 0.0, math.inf, True),
+         torch.nn.functional.softplus, _sig, lambda x: _sig(x) * (1 - _sig(x)), 1.0, 0.25, 0.0, math.inf, True,
+         analytic=True),
     Base("sigmoid", "1 / (1 + e^-x) (sup|phi'| = 1/4, sup|phi''| = 1/(6 sqrt 3))", _sig,
          lambda x: _sig(x) * (1 - _sig(x)), lambda x: _sig(x) * (1 - _sig(x)) * (1 - 2 * _sig(x)),
-         0.25, 1 / (6 * _S3), 0.0, 1.0),
+         0.25, 1 / (6 * _S3), 0.0, 1.0, analytic=True),
     Base("huber-relu", "0 for x <= 0, x^2/2 on [0, 1], x - 1/2 beyond (a Huberised ReLU: phi' = clamp(x, 0, 1))",
          _huber_relu, lambda x: x.clamp(0, 1), lambda x: ((x > 0) & (x < 1)).to(x.dtype), 1.0, 1.0, 0.0, math.inf,
-         True),
-    Base("linear", "x", lambda x: x, torch.ones_like, torch.zeros_like, 1.0, 0.0, -math.inf, math.inf, True),
-    Base("relu", "max(x, 0)", torch.relu, lambda x: (x > 0).to(x.dtype), None, 1.0, None, 0.0, math.inf, True),
+         True, kinks=(0.0, 1.0)),
+    Base("linear", "x", lambda x: x, torch.ones_like, torch.zeros_like, 1.0, 0.0, -math.inf, math.inf, True,
+         analytic=True, polynomial=True),
+    Base("relu", "max(x, 0)", torch.relu, lambda x: (x > 0).to(x.dtype), None, 1.0, None, 0.0, math.inf, True,
+         kinks=(0.0,)),
     Base("leaky-relu", "max(x, x/10)", lambda x: torch.where(x > 0, x, x / 10),
          lambda x: torch.where(x > 0, torch.ones_like(x), torch.full_like(x, 0.1)), None, 1.0, None, -math.inf,
-         math.inf, True),
-    Base("abs", "|x|", torch.abs, torch.sign, None, 1.0, None, 0.0, math.inf, True),
+         math.inf, True, kinks=(0.0,)),
+    Base("abs", "|x|", torch.abs, torch.sign, None, 1.0, None, 0.0, math.inf, True, kinks=(0.0,)),
 )}
 
 
@@ -89,6 +98,8 @@ class FunctionClass:
     required: tuple[str, ...]  # constants the claim must state
     smooth_only: bool  # members need a Lipschitz derivative
     convex_only: bool = False
+    analytic_only: bool = False
+    non_polynomial: bool = False
 
 
 CONSTANTS = {
@@ -102,6 +113,10 @@ CLASSES: dict[str, FunctionClass] = {c.name: c for c in (
     FunctionClass("lipschitz-smooth", "every L-Lipschitz, beta-smooth function", ("lipschitz", "smooth"), True),
     FunctionClass("convex-lipschitz-smooth", "every convex, L-Lipschitz, beta-smooth function (margin losses "
                   "such as the logistic loss log(1 + e^-z) = softplus(-z))", ("lipschitz", "smooth"), True, True),
+    # du2018's Proposition D.1 and Lemma D.2 ("sigma analytic, not a polynomial"); smooth is optional there
+    FunctionClass("analytic-non-polynomial", "every analytic, non-polynomial, L-Lipschitz function (and "
+                  "beta-smooth when smooth is stated): tanh, softplus, sigmoid, sin, never ReLU-type kinks nor "
+                  "polynomials", ("lipschitz",), True, analytic_only=True, non_polynomial=True),
 )}
 _FIELDS = {"class", "member", *CONSTANTS}
 
@@ -156,6 +171,19 @@ class Member:
     @property
     def convex(self) -> bool:
         return self.phi.convex and self.a > 0
+
+    @property
+    def analytic(self) -> bool:
+        return self.phi.analytic  # an affine change of argument and value keeps a power series one
+
+    @property
+    def polynomial(self) -> bool:
+        return self.phi.polynomial
+
+    @property
+    def kinks(self) -> tuple[float, ...]:
+        """Where the member is not analytic: the base's kinks k moved to b x + c = k."""
+        return tuple(sorted((k - self.c) / self.b for k in self.phi.kinks))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.a * self.phi.f(self.b * x + self.c) + self.e
@@ -232,6 +260,10 @@ def admits(spec: Mapping[str, Any], m: Member) -> str:
     def over(v: float | None, limit: float | None) -> bool:
         return limit is not None and (v is None or v > limit * (1 + RTOL) + 1e-300)
 
+    if cls.analytic_only and not m.analytic:
+        return f"{m.name} is not analytic (kinks at x = {', '.join(f'{k:.6g}' for k in m.kinks)})"
+    if cls.non_polynomial and m.polynomial:
+        return f"{m.name} is a polynomial"
     if cls.smooth_only and m.smooth is None:
         return f"{m.name} is not smooth (its derivative jumps)"
     if cls.convex_only and not m.convex:
@@ -360,6 +392,47 @@ def resolve(spec: Mapping[str, Any]) -> Member:
     if not found:
         raise EstimatorError(f"function class {spec.get('class')!r} admits no member under {dict(spec)}")
     return found[0]
+
+
+# A class that bounds neither phi(0) (at_zero) nor sup |phi| (bound) admits every value shift phi + s: a hunt searches
+# s as a continuous parameter, its magnitude log-uniform over SHIFT_DECADES (0.1 to 1000), either sign, beside the
+# catalogue's own shifts of 1, since a statement whose bound ignores phi(0) may fail only from |phi(0)| ~ 20 on
+# (du2018 Lemma E.2).
+SHIFT_DECADES = (-1.0, 3.0)
+
+
+def shifts_value(spec: Mapping[str, Any]) -> bool:
+    """Whether the class `spec` admits every value shift of its members (it states neither at_zero nor bound)."""
+    return "at_zero" not in spec and "bound" not in spec
+
+
+def shifted(member: Member | Mapping[str, Any], shift: float) -> dict[str, Any]:
+    """The member moved in its value by `shift` (a + shift on e), as a pin."""
+    m = member if isinstance(member, Member) else parse_member(member)
+    return Member(m.base, m.a, m.b, m.c, m.e + shift).to_json()
+
+
+def shift_origin(spec: Mapping[str, Any], member: Member | Mapping[str, Any]) -> tuple[Member, float] | None:
+    """The catalogue member the pin `member` is a value shift of (the first listed with its base, a, b and c) and
+    the shift; None when it is no shift of a listed member."""
+    m = member if isinstance(member, Member) else parse_member(member)
+    for listed in members(spec):
+        if (listed.base, listed.a, listed.b, listed.c) == (m.base, m.a, m.b, m.c):
+            return listed, m.e - listed.e
+    return None
+
+
+def smaller_shifts(shift: float) -> list[float]:
+    """Round shifts of the same sign and smaller magnitude than `shift` (1, 2, 5, 10, 20, ...), smallest first:
+    the steps a greedy shrink tries."""
+    out, k = [], 0
+    while True:
+        for mant in (1.0, 2.0, 5.0):
+            v = mant * 10.0 ** k
+            if v >= abs(shift) * (1 - 1e-12):
+                return [math.copysign(x, shift) for x in out]
+            out.append(v)
+        k += 1
 
 
 def member_key(m: Member | Mapping[str, Any]) -> str:

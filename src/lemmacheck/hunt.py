@@ -32,7 +32,7 @@ import torch
 from .claims import Claim, parse_claim
 from .context import DTYPES, Context
 from .functions import ROLES as FUNCTION_ROLES
-from .functions import members, parse_member
+from .functions import members, parse_member, shifts_value
 from .inputs import QUANTIFIED, all_patterns
 from .registry import QUANTITIES
 from .search import move_points
@@ -315,7 +315,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     from hypothesis import seed as hseed
     from hypothesis.errors import Unsatisfiable
 
-    from .strategies import cases, dataset_shape, simplest_form, smaller_cases, strata
+    from .strategies import SHIFT_LEVELS, cases, dataset_shape, simplest_form, smaller_cases, strata
 
     reproducible_hypothesis()  # the seed alone decides what is probed, not the modules this process has imported
     chk = claim.check
@@ -335,8 +335,10 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     result = HuntResult(claim.id, examples, data=bool(data), labels=bool(labels), search=search or chk.search)
     seen: dict[str, Probe] = {}
     stratified = examples // 2 if stratified is None else stratified
-    # every admitted member of a searched function class gets probed: the sweep has at least one case per member
-    extra = max([len(members(claim.inputs[r])) - stratified for r in functions] + [0]) if stratified else 0
+    # every admitted member of a searched function class gets probed: the sweep has at least one case per member,
+    # and one per value shift level (strategies.SHIFT_LEVELS) where the class leaves phi(0) free
+    extra = max([len(members(claim.inputs[r])) + (len(SHIFT_LEVELS) - 1) * shifts_value(claim.inputs[r])
+                 - stratified for r in functions] + [0]) if stratified else 0
     stratified += extra
     budget = (max_probes if max_probes is not None else 4 * examples + stratified) + extra
 

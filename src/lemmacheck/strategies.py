@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from .claims import Claim, Param, config_values
 from .expressions import parse
-from .functions import member_key, members
+from .functions import SHIFT_DECADES, member_key, members, shift_origin, shifted, shifts_value, smaller_shifts
 from .inputs import (
     COEFFICIENTS,
     GEOMETRIES,
@@ -184,6 +184,17 @@ def function_members(claim: Claim, role: str) -> list[dict]:
     return [m.to_json() for m in members(claim.inputs[role])]
 
 
+SHIFT_LEVELS = ("0", "+max", "-max", "+log", "-log")  # a sweep's value shifts: none, |s| = 1e3, log-uniform
+
+
+def value_shifts() -> st.SearchStrategy[float]:
+    """A value shift phi + s for a class that admits every one (functions.shifts_value): none, else a magnitude
+    log-uniform over SHIFT_DECADES of either sign (shrinking: towards none, then towards |s| = 1)."""
+    lo, hi = SHIFT_DECADES
+    return st.one_of(st.just(0.0), st.builds(lambda sign, u: sign * 10.0 ** u, st.sampled_from([1.0, -1.0]),
+                                             st.floats(lo, hi)))
+
+
 def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients: bool = False,
           functions: tuple[str, ...] = (), quantified: tuple[str, ...] = ()) -> st.SearchStrategy[Case]:
     """Parameters, then (data) a dataset of the configuration's shape and (labels) a labelling of it, a
@@ -209,6 +220,9 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients:
             case.coefficients = draw(st.sampled_from(list(COEFFICIENTS)))
         if functions:
             case.functions = {r: draw(st.sampled_from(function_members(claim, r))) for r in functions}
+            for r in functions:  # phi(0) free: the value shift is a searched parameter too
+                if shifts_value(claim.inputs[r]):
+                    case.functions[r] = shifted(case.functions[r], draw(value_shifts()))
         if quantified:
             case.quantified = {r: draw(st.sampled_from(quantified_families(r))) for r in quantified}
         return case
@@ -306,6 +320,8 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         dims["__coefficients"] = list(COEFFICIENTS)
     for role in functions:
         dims[f"__function:{role}"] = [member_key(m) for m in function_members(claim, role)]
+        if shifts_value(claim.inputs[role]):  # none, the range's ends, and one log-uniform draw of each sign
+            dims[f"__shift:{role}"] = list(SHIFT_LEVELS)
     for role in quantified:
         dims[f"__quantified:{role}"] = quantified_families(role)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
@@ -324,6 +340,8 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     index = index.reshape(len(pool), len(names))
     used = np.zeros((len(names), max((len(c) for c in codes.values()), default=0)), dtype=np.int64)  # [dim, value]
     fcols = [j for j, k in enumerate(names) if k in fdims]
+    # a shifted member only once every member of its class was probed as listed (the catalogue is swept first)
+    shifts = [(names.index(f"__function:{k[8:]}"), j) for j, k in enumerate(names) if k.startswith("__shift:")]
     # the ends of continuous ranges (a step size at its largest); integer ones (n, widths) are balanced only
     ends = {k: (min(v), max(v)) for k, v in dims.items()
             if not k.startswith("__") and not all(float(x).is_integer() for x in v)}
@@ -344,6 +362,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     while alive.any() and len(out) < count:
         uses = used[np.arange(len(names)), index]  # (cell, dim): how often each of the cell's values was used
         key = (uses[:, fcols].sum(axis=1) * span + uses.sum(axis=1)) * (len(names) + 4) + (len(names) + 3 - deg)
+        for fj, sj in shifts:
+            if (used[fj, :len(codes[names[fj]])] == 0).any():
+                key = np.where(index[:, sj] != 0, key + int(key.max()) + 1, key)
         best = int(np.argmin(np.where(alive, key, np.iinfo(np.int64).max)))
         alive[best] = False
         cell = pool[best]
@@ -360,6 +381,10 @@ def _stratum_case(claim: Claim, cell: dict, rng: random.Random, labels: bool,
     params = dict(sorted((k, v) for k, v in cell.items() if not k.startswith("__")))
     case = Case(params, coefficients=cell.get("__coefficients"))
     fns = {k.split(":", 1)[1]: json.loads(v) for k, v in cell.items() if k.startswith("__function:")}
+    for role, level in ((k.split(":", 1)[1], v) for k, v in cell.items() if k.startswith("__shift:")):
+        lo, hi = SHIFT_DECADES
+        size = 10.0 ** (hi if level[1:] == "max" else rng.uniform(lo, hi)) if level != "0" else 0.0
+        fns[role] = shifted(fns[role], -size if level[0] == "-" else size)
     case.functions = fns or None
     qs = {k.split(":", 1)[1]: v for k, v in cell.items() if k.startswith("__quantified:")}
     case.quantified = qs or None
@@ -418,7 +443,9 @@ def dataset_at(claim: Claim, params: dict[str, float], geometry: str, seed: int,
 def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | None = None) -> list[Case]:
     """Simpler neighbours of a stratified case, simplest first: each parameter moved to a smaller value of its
     stratum (the dataset redrawn in the same geometry from the same seed at the new shape), then the labels
-    flipped to +1 one at a time, then each function class's earlier members (towards its default). A hunt keeps the first that still fails and repeats (a greedy shrink)."""
+    flipped to +1 one at a time, then each function class's earlier members (towards its default; a member shifted
+    in value by a searched shift: the member itself, then round shifts of smaller size). A hunt keeps the first that
+    still fails and repeats (a greedy shrink)."""
     out: list[Case] = []
     doms = domain or {k: domain_values(p) for k, p in claim.params.items()}
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
@@ -449,5 +476,10 @@ def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | Non
         listed = function_members(claim, role)
         keys = [member_key(m) for m in listed]
         here = keys.index(member_key(member)) if member_key(member) in keys else len(keys)
-        out += [replace(case, functions={**case.functions, role: m}) for m in listed[:here]]
+        origin = shift_origin(claim.inputs[role], member) if here == len(keys) else None
+        if origin is not None:  # a searched value shift: its member unshifted, then round shifts of smaller size
+            out += [replace(case, functions={**case.functions, role: shifted(origin[0], s)})
+                    for s in [0.0, *smaller_shifts(origin[1])]]
+        else:
+            out += [replace(case, functions={**case.functions, role: m}) for m in listed[:here]]
     return out
