@@ -12,9 +12,6 @@ import torch
 from lemmacheck.functions import Member
 from lemmacheck.kernels import Activation, Engine, arccos_kernel, c_sigma, get_activation, lambda_min
 
-# Bases whose Gauss-Hermite quadrature converges spectrally (entire functions, or analytic in a strip).
-_ANALYTIC_BASES = ("tanh", "sin", "softplus", "sigmoid", "linear")
-
 
 def member_activation(m: Member) -> Activation:
     """A member of a claim's function class (ctx.activation()) as the kernels' Activation, so that every recursion
@@ -24,7 +21,7 @@ def member_activation(m: Member) -> Activation:
         return m.d2(z)  # an EstimatorError for a member whose derivative jumps, only when a proof's beta is used
 
     return Activation(m.name, m, m.d1, d2, m.lipschitz, math.inf if m.smooth is None else m.smooth,
-                      m.smooth is not None, m.base in _ANALYTIC_BASES,
+                      m.smooth is not None, m.analytic,  # analytic: Gauss-Hermite converges spectrally
                       params=tuple(sorted(m.to_json().items() - {("base", m.base)})))
 
 
