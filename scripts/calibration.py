@@ -105,7 +105,8 @@ def power(seeds: int) -> str:
         "s = log log m: the exponent b of C ~ (log m)^b over the whole sweep and over its top two thirds, with "
         f"exact intervals over the order-statistic box (simultaneous at 1 - {SCALING_ALPHA:g})."),
         (f"Flag `log-growth` (never holds): b's lower end above {LOG_GROWTH_B_TOP} at the top or above "
-        f"{LOG_GROWTH_B} over the sweep, unless the last step's upper end is at most {LOG_GROWTH_B_TOP}. "
+        f"{LOG_GROWTH_B} over the sweep, unless the last step's upper end is at most {LOG_GROWTH_B_TOP} or the top "
+        f"decade's at most {LOG_PLATEAU_B} (a plateau). "
         "Violated besides: no function concave in s (every constant converging from below) fits the box over "
         f"the points with log m >= {LOG_CONCAVE_LOG_X:g}, and they span at least {LOG_VIOLATED_DECADES:g} "
         "decades."),
@@ -113,6 +114,9 @@ def power(seeds: int) -> str:
         "have missed. Draws here come from numpy and are judged by the verdict code directly (no runner, no "
         "store: the same config_result and claim_result); \"not holds\" is the power for a false case (for 1 - 1/log m, true, it is the rate of "
         "inconclusive: never violated is what is required)."),
+        ("Violated needs growth at the top of the sweep (its top decade): log m over 2-3 decades rises at a local "
+         "exponent 1/log m of about 0.1 there, the tolerance, and reads inconclusive, never holds; no sweep is "
+         "extended here (the runner's extension is in the rows above)."),
         "",
         "| C(m) | decades | m | h / i / v | not holds | b (mean) | b max (mean) |",
         "|---|---|---|---|---|---|---|",
