@@ -257,3 +257,14 @@ def _scaling_pow_text() -> str:
     return text.replace("grid = { m = [64, 512, 4096, 32768], x = [1, 2] }\n",
                         'grid = { m = [64, 512, 4096, 32768], x = [1, 2] }\n'
                         'regime_path = { param = "m", levels = [64, 512, 4096, 32768] }\n', 1)
+
+
+def test_a_sweep_extension_stays_within_the_claims_own_cost(monkeypatch):
+    """The extension may add at most EXTEND_COST times the claim's own sweep (memory_estimate's work proxy: one
+    unit per configuration here). At 1/8 of the eight-level sweep it adds one level and stops, undecided."""
+    from lemmacheck import runner
+
+    monkeypatch.setattr(runner, "EXTEND_COST", 1 / 8)
+    res = run_case(CASES["saturating: logistic rise 0.14 -> 2 over two decades, h 1..16384"], 0)
+    assert sorted(c.params["m"] for c in res.configs)[-2:] == [16384, 32768]
+    assert res.verdict == "inconclusive" and res.scaling["extend"] == {"m": 65536.0}, res.scaling.get("reason")
