@@ -39,6 +39,7 @@ probability = "always"
 replicates = 4
 shard_size = 4
 grid = { n = [3, 5], d = [3] }
+hunt = 0
 [profiles.full]
 replicates = 4
 shard_size = 4

@@ -26,6 +26,7 @@ from .expressions import Expr, ExpressionError, parse
 from .functions import ROLES as FUNCTION_ROLES
 from .functions import FunctionSpecError, check_function_spec
 from .inputs import (
+    NONZERO,
     QUANTIFIED,
     check_points,
     check_premises,
@@ -512,8 +513,8 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     if inputs:
         ik = inputs.get("kind")
         # Labels alone (a quantity that draws labels but no data) need no generator.
-        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients", *FUNCTION_ROLES,
-                                                                     *QUANTIFIED}):
+        if ik not in INPUTS and not (ik is None and set(inputs) <= {"labels", "coefficients", "nonzero",
+                                                                     *FUNCTION_ROLES, *QUANTIFIED}):
             raise ClaimError(path, "inputs.kind", f"unknown input generator {ik!r}", f"one of {INPUTS.names()}")
         spec = INPUTS.get(ik).extra.get("fields", {}) if ik is not None else {}
         for k, v in inputs.items():
@@ -542,6 +543,10 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
                     check_function_spec(v)
                 except FunctionSpecError as e:
                     raise ClaimError(path, ".".join(filter(None, ("inputs", k, e.field))), e.problem, e.fix) from None
+                continue
+            if k == "nonzero":  # what the statement requires nonzero: hunts never try its zero stratum
+                if not isinstance(v, list) or not set(v) <= set(NONZERO):
+                    raise ClaimError(path, "inputs.nonzero", f"{v!r}: a list of {list(NONZERO)}")
                 continue
             if k in QUANTIFIED:  # "for all W": matrices drawn by ctx.weights / ctx.perturbation in a declared ball
                 for f, problem in check_quantified(k, v):

@@ -94,6 +94,7 @@ class Context:
             spec.pop(role, None)  # functions: ctx.function
         spec.pop("weights", None)  # ctx.weights
         spec.pop("perturbation", None)  # ctx.perturbation
+        spec.pop("nonzero", None)  # what hunts never set to zero (inputs.NONZERO)
         premises = spec.pop("premises", ())  # hypotheses on the data every dataset must meet (inputs.PREMISES)
         points = spec.pop("points", None)
         kind = spec.pop("kind", "unit-sphere")

@@ -191,11 +191,16 @@ HUNT_REPLICATES = 4
 
 def hunt_budget(claim: Claim, profile: str) -> int:
     """Hypothesis examples of the profile's hunt: its `hunt` when the claim file sets one; in the full profile
-    otherwise the default scaled to the profile's draws (see above); else 0."""
+    otherwise the default scaled to the profile's draws (see above); in the quick profile the cases of its sweep over
+    degenerate datasets (hunt.quick_cells: 0 for a claim that draws none); else 0."""
     if profile not in claim.profiles:
         return 0
     prof = claim.profiles[profile]
     raw = ((claim.raw.get("profiles") or {}).get(profile)) or {}
+    if profile == "quick" and "hunt" not in raw and claim.check is not None and claim.mode != "infeasible":
+        from .hunt import quick_cells
+
+        return len(quick_cells(claim))
     if "hunt" in raw or profile != "full" or claim.check is None:
         return prof.hunt
     draws = prof.replicates * max(1, len(prof.configs))
@@ -244,8 +249,16 @@ def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_
     """`hunted`'s configurations, the cells its probes reached (probe_cells), which the run records for the
     coverage table (a probe's few draws are evidence of reach, never part of a verdict), and its counterexample
     (Probe.to_json, None without one), which the run replays on the claims that share the setting (replay_on)."""
-    from .hunt import hunt, size
+    from .hunt import hunt, quick_hunt, size
 
+    if profile == "quick" and "hunt" not in ((claim.raw.get("profiles") or {}).get("quick") or {}):
+        # the quick sweep over degenerate datasets: only a counterexample joins the plan (the quick budget)
+        res = quick_hunt(claim, seed=seed, replicates=replicates, count=examples)
+        ce = res.counterexample
+        if ce is None:
+            return [], probe_cells(res.probes), None
+        return ([(dict(ce.params), ce.seed, pinned(claim, ce.points, ce.labels, ce.search or None).snapshot)],
+                probe_cells(res.probes), ce.to_json())
     target = affordable(claim, profile) if profile else claim
     stratified = examples  # the even sweep weighs as much as Hypothesis's targeted search
     cfgs = claim.profiles[profile].configs if profile and profile in claim.profiles else ()

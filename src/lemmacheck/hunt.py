@@ -532,3 +532,91 @@ def _exhaust_labels(claim: Claim, result: HuntResult, seed: int, replicates: int
             if p.significant and (p.in_regime or not in_regime_only):
                 result.counterexample = p
                 return
+
+
+# ------------------------------------------------------------------ the quick profile: where statements break
+# The quick profile (what pytest runs) hunts "for every dataset" claims over a few degenerate datasets: regular
+# polygons, sets closed under x -> -x (antipodal pairs, cross-polytopes, hypercubes), duplicated directions, each
+# still meeting the stated separation and premises, at small even and odd n, labels alternating along the set (where
+# the claim's labels are the default Rademacher family, which hunts search). The cells, most degenerate first; the
+# claim's first quick configuration gives every other parameter.
+QUICK_CELLS = (("polygon", 6), ("antipodal-pairs", 4), ("duplicated-directions", 3), ("symmetric-plus-close-pair", 5),
+               ("cross-polytope", 4), ("polygon", 4), ("hypercube", 4), ("polygon", 5))
+QUICK_CASES = 4  # probes per claim at most (each a few draws), and at most half the quick profile's own draws
+QUICK_REPLICATES = 4  # draws per probe (corpus.HUNT_REPLICATES)
+QUICK_MAX_N = 8  # a quick hunt's datasets reach this n even when the quick grid stops below it (cheap at small n)
+
+
+def quick_cells(claim: Claim, count: int = QUICK_CASES, seed: int = 0) -> list[Any]:
+    """The quick hunt's cases (strategies.Case): QUICK_CELLS in order, those the claim's datasets admit (its n a
+    free parameter within its domain and at most QUICK_MAX_N, else the configuration's own n; the geometry places
+    it at the configuration's d and separation; the declared premises hold), at most `count`."""
+    import random as _random
+
+    from .inputs import GEOMETRIES, check_premises
+    from .strategies import Case, dataset_at, dataset_shape
+
+    prof = claim.profiles.get("quick")
+    if claim.check is None or prof is None or not prof.configs or (claim.inputs or {}).get("kind") != "unit-sphere":
+        return []
+    count = min(count, max(1, prof.replicates * len(prof.configs) // (2 * QUICK_REPLICATES)))
+    base = dict(prof.configs[0])
+    premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
+    n_name = (claim.inputs or {}).get("n")
+    rng = _random.Random(seed)
+    out: list[Any] = []
+    for geometry, n in QUICK_CELLS:
+        params = dict(base)
+        if isinstance(n_name, str) and n_name in claim.params:
+            p = claim.params[n_name]
+            if n > QUICK_MAX_N or not p.contains(n):
+                continue
+            params[n_name] = n
+        shape = dataset_shape(claim, params)
+        if shape is None or shape[0] < 2 or GEOMETRIES[geometry].admits(*shape) is not None:
+            continue
+        X = dataset_at(claim, params, geometry, rng.getrandbits(32), premises)
+        if X is None:
+            continue
+        case = Case(dict(sorted(params.items())), X.tolist(), geometry=geometry)
+        key = case.key()
+        if all(c.key() != key for c in out):
+            out.append(case)
+        if len(out) == count:
+            break
+    return out
+
+
+def quick_hunt(claim: Claim, *, seed: int = 0, replicates: int = 4, count: int = QUICK_CASES,
+               confirm: int | None = None) -> HuntResult:
+    """The quick profile's hunt: quick_cells probed in order (labels alternating where the quantity draws them),
+    stopping at the first in-regime case that breaks the claim by its own standard (a probabilistic one confirmed
+    on `confirm` draws, default the quick profile's replicates). No Hypothesis, no shrinking: the cells are small
+    already."""
+    from .strategies import dataset_shape
+
+    result = HuntResult(claim.id, 0, search=claim.check.search if claim.check else "")
+    cells = quick_cells(claim, count, seed)
+    if not cells:
+        return result
+    # no dry run (draws): a claim with unit-sphere inputs draws them, and labels pinned where the quantity draws
+    # none are never read
+    result.data = True
+    result.labels = (claim.inputs or {}).get("labels", "rademacher") == "rademacher"
+    confirm = confirm if confirm is not None else claim.profiles["quick"].replicates
+    for case in cells:  # the claim's own search: escalating it (hunt.ESCALATE) is the full profile's cost
+        n = dataset_shape(claim, case.params)[0]
+        labels = [1 if i % 2 == 0 else -1 for i in range(n)] if result.labels else None
+        kw: dict[str, Any] = {"points": case.points, "labels": labels, "geometry": case.geometry}
+        try:
+            p = probe(claim, case.params, seed, replicates, **kw)
+            if claim.mode == "probabilistic" and p.violations and not p.significant and confirm > replicates:
+                p = probe(claim, case.params, seed, confirm, **kw)
+        except RuntimeError:
+            continue
+        p.found_by = "quick sweep"
+        result.probes.append(p)
+        if p.significant and p.in_regime:
+            result.counterexample = p
+            break
+    return result

@@ -599,7 +599,10 @@ COEFFICIENTS: dict[str, tuple[str, bool]] = {  # name -> (description, needs dat
     "parity": ("(-1)^i", False),
     "first": ("e_1: all weight on the first point", False),
     "null-vector": ("a unit null vector of the data, sum_i a_i x_i = 0 when the points are dependent", True),
+    "zero": ("the zero vector (a hunt's stratum unless the claim declares inputs.nonzero = [\"coefficients\"])", False),
 }
+# What a statement may require to be nonzero (`inputs.nonzero`): hunts then never try the zero stratum there.
+NONZERO = ("coefficients",)
 
 
 def coefficient_spec(spec: Any) -> list[float] | None:
@@ -624,6 +627,8 @@ def draw_coefficients(gen: torch.Generator, spec: Any, R: int, n: int, X: torch.
         return torch.tensor(explicit, dtype=dtype).expand(R, n).clone()
     if spec == "gaussian":
         return torch.randn(R, n, generator=gen, dtype=dtype)
+    if spec == "zero":
+        return torch.zeros(R, n, dtype=dtype)
     if spec == "ones":
         return torch.ones(R, n, dtype=dtype)
     if spec == "parity":

@@ -12,6 +12,7 @@ dimension and simple coordinates. Labels are explicit +-1 patterns (every patter
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -23,7 +24,7 @@ import torch
 from hypothesis import strategies as st
 
 from .claims import Claim, Param, config_values
-from .expressions import parse
+from .expressions import ExpressionError, parse
 from .functions import SHIFT_DECADES, member_key, members, shift_origin, shifted, shifts_value, smaller_shifts
 from .inputs import (
     COEFFICIENTS,
@@ -217,7 +218,8 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients:
         if labels and n_labels:
             case.labels = draw(labelings(n_labels, X))
         if coefficients:
-            case.coefficients = draw(st.sampled_from(list(COEFFICIENTS)))
+            # zero is a stratum of the sweep (strata), not a Hypothesis choice: the shrinker's families stay as they were
+            case.coefficients = draw(st.sampled_from([c for c in COEFFICIENTS if c != "zero"]))
         if functions:
             case.functions = {r: draw(st.sampled_from(function_members(claim, r))) for r in functions}
             for r in functions:  # phi(0) free: the value shift is a searched parameter too
@@ -262,7 +264,7 @@ def simplest_form(points: list[list[float]], separation: float = 0.0) -> list[li
 EDGE_VALUES = 8  # an integer range with at most this many values is covered whole (small n: odd and even)
 # Sets closed under x -> -x and families built from the data's symmetries: tried first among equally used cells.
 DEGENERATE = frozenset({"cross-polytope", "hypercube", "antipodal-pairs", "polygon", "symmetric-plus-close-pair",
-                        "parity", "null-vector", "ones", "aligned"})
+                        "parity", "null-vector", "ones", "zero", "aligned"})
 
 
 def domain_values(p: Param) -> list[float]:
@@ -282,6 +284,46 @@ def domain_values(p: Param) -> list[float]:
     return [lo, mid, hi] if lo != hi else [lo]
 
 
+def parity_params(claim: Claim) -> set[str]:
+    """The integer parameters a statement's truth may turn on by parity: those inside a ceil or floor, or in the
+    exponent of a negative base ((-1)^m), in the bound, the stated regime, the probability or an input expression."""
+    import sympy
+
+    exprs = []
+    chk = claim.check
+    if chk is not None:
+        exprs += [e for e in (chk.bound, chk.requires, chk.prob_expr) if e is not None]
+    names = set(claim.params)
+    for v in (claim.inputs or {}).values():
+        if isinstance(v, str):
+            with contextlib.suppress(ExpressionError, SyntaxError, TypeError):  # a family name, not an expression
+                exprs.append(parse(v, names))
+    found: set[str] = set()
+    for e in exprs:
+        for node in sympy.preorder_traversal(e.sym):
+            inside = None
+            if isinstance(node, (sympy.floor, sympy.ceiling)):
+                inside = node.args[0]
+            elif isinstance(node, sympy.Pow) and node.base.is_number and bool(node.base < 0):
+                inside = node.exp
+            if inside is not None:
+                found |= {str(s) for s in inside.free_symbols}
+    return {k for k in found if k in claim.params and claim.params[k].integer}
+
+
+def parity_values(p: Param, values: list[float]) -> list[float]:
+    """`values` with each one's neighbour of the other parity inside the range (v + 1, else v - 1): an odd and an
+    even value at every scale the sweep covers (the middle of a long range included). A declared list is kept."""
+    if p.values is not None or p.low is None or p.high is None:
+        return values
+    out = set(values)
+    for v in values:
+        w = v + 1 if v + 1 <= p.high else v - 1
+        if w >= p.low:
+            out.add(w)
+    return sorted(out)
+
+
 SMALL_N = 10  # the smallest dataset sizes a sweep covers whole: odd and even, n = 2 mod 4 and 0 mod 4 alike
 
 
@@ -295,6 +337,13 @@ def dataset_sizes(p: Param) -> list[float]:
     return values
 
 
+def sweep_values(claim: Claim) -> dict[str, list[float]]:
+    """Each parameter's domain_values, odd and even at every scale for a parameter the statement's truth may turn on
+    by parity (parity_params)."""
+    parity = parity_params(claim)
+    return {k: parity_values(p, domain_values(p)) if k in parity else domain_values(p) for k, p in claim.params.items()}
+
+
 def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bool = True,
            domain: dict[str, list[float]] | None = None, coefficients: bool = False,
            functions: tuple[str, ...] = (), quantified: tuple[str, ...] = ()) -> list[Case]:
@@ -305,8 +354,7 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     broken by a seeded shuffle. Cells whose geometry cannot place the configuration's dataset, or whose dataset
     breaks a declared premise, are skipped (not counted)."""
     rng = random.Random(seed)
-    dims: dict[str, list] = {k: list(v) for k, v in (domain or {k: domain_values(p) for k, p in
-                                                                 claim.params.items()}).items()}
+    dims: dict[str, list] = {k: list(v) for k, v in (domain or sweep_values(claim)).items()}
     default = {k: p.default for k, p in claim.params.items()}
     has_data = data and dataset_shape(claim, default) is not None
     if has_data:
@@ -317,7 +365,9 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     if labels:
         dims["__labels"] = ["pattern", *[f for f in LABELS if f != "rademacher"]]
     if coefficients:
-        dims["__coefficients"] = list(COEFFICIENTS)
+        # the zero vector wherever the statement admits it (not declared in inputs.nonzero)
+        nonzero = (claim.inputs or {}).get("nonzero", ())
+        dims["__coefficients"] = [c for c in COEFFICIENTS if c != "zero" or "coefficients" not in nonzero]
     for role in functions:
         dims[f"__function:{role}"] = [member_key(m) for m in function_members(claim, role)]
         if shifts_value(claim.inputs[role]):  # none, the range's ends, and one log-uniform draw of each sign
@@ -447,7 +497,7 @@ def smaller_cases(claim: Claim, case: Case, domain: dict[str, list[float]] | Non
     in value by a searched shift: the member itself, then round shifts of smaller size). A hunt keeps the first that
     still fails and repeats (a greedy shrink)."""
     out: list[Case] = []
-    doms = domain or {k: domain_values(p) for k, p in claim.params.items()}
+    doms = domain or sweep_values(claim)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
     for k, vals in doms.items():
         for v in sorted(x for x in vals if x < case.params.get(k, -math.inf)):

@@ -32,3 +32,27 @@ def perturbed_output_gap(ctx):
 
     gap = (forward([W + U for W, U in zip(Ws, Us)]) - forward(Ws)).norm(dim=-1)
     return Observation(gap.amax(-1))
+
+
+@QUANTITIES.register("p4-half", "m / 2 (exact): against floor(m/2) it is false at odd m only", networks=("scalar",))
+def half(ctx):
+    return Observation(torch.full((ctx.replicates,), ctx.p("m") / 2, dtype=ctx.dtype))
+
+
+@QUANTITIES.register("p4-l1-gap", "||a||_1 - ||a||_2 / sqrt(n) for a drawn by ctx.coefficients(n): at least "
+                     "(1 - 1/sqrt(n)) ||a||_2 > 0 for every nonzero a (n >= 2), and 0 at a = 0", networks=("scalar",))
+def l1_gap(ctx):
+    n = ctx.i("n")
+    a = ctx.coefficients(n)
+    return Observation(a.abs().sum(-1) - a.norm(dim=-1) / n ** 0.5)
+
+
+@QUANTITIES.register("p4-relu-kernel-min-eig", "least eigenvalue of the Gram matrix K_ij = E_w relu(<w, x_i>) "
+                     "relu(<w, x_j>) = (sin t + (pi - t) cos t) / (2 pi), t the angle of x_i, x_j, on the dataset: 0 "
+                     "on a regular hexagon (x_0 - x_1 + x_2 = 0 and relu(a) - relu(-a) = a)", networks=("scalar",))
+def relu_kernel_min_eig(ctx):
+    X = ctx.inputs()  # (R, n, d)
+    G = (X @ X.transpose(-1, -2)).clamp(-1, 1)
+    t = torch.arccos(G)
+    K = (torch.sin(t) + (torch.pi - t) * G) / (2 * torch.pi)
+    return Observation(torch.linalg.eigvalsh(K)[:, 0], method="eigvalsh")
