@@ -787,9 +787,10 @@ def trend_text(t: dict[str, Any]) -> str:
     along = t.get("along")
     if along is not None:
         slope = ("" if along.get("slope") is None else
-                 f" (local slope at the top {along['slope']:.3g} [{along['ci'][0]:.3g}, {along['ci'][1]:.3g}])")
+                 f"Ĉ local slope at the top {along['slope']:.3g} [{along['ci'][0]:.3g}, {along['ci'][1]:.3g}], ")
+        what = "the claim's violation" if along["grows"] else "no violation along it"
         levels = f"per-level fits of the other parameters {t.get('verdicts')}; " if t.get("verdicts") else ""
-        return f"regime path {t['path']}: {levels}along {t['param']}: {along['verdict']}{slope}; {t['trend']}"
+        return f"regime path {t['path']}: {levels}along {t['param']}: {slope}{what}; {t['trend']}"
     return f"regime path {t['path']}: per-level fits {t.get('verdicts')}; {t['trend']}"
 
 

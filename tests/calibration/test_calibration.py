@@ -245,7 +245,7 @@ def test_a_regime_path_along_the_swept_parameter_states_the_verdicts_growth():
     assert res.verdict == "violated"
     t = res.regime_path
     assert t["verdicts"] == ["holds"] * 4 and t["trend"] == "persists" and t["along"]["grows"]
-    assert "along m: violated (local slope at the top 0.2" in trend_text(t)
+    assert "along m: Ĉ local slope at the top 0.2" in trend_text(t) and "the claim's violation" in trend_text(t)
 
 
 def _scaling_pow_text() -> str:
