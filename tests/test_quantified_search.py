@@ -69,6 +69,13 @@ def test_json_names_the_search_of_each_configuration_and_repro_replays_it(p4, tm
     again = cli_json(argv, capsys)
     assert again["verdict"] == "violated" and again["configs"][0]["violations"] == worst["violations"]
     assert again["configs"][0]["slack_min"] == worst["slack_min"]
+    # the report names both searches: the index's search column and the claim page's facts
+    from lemmacheck.report import build_report
+
+    index = build_report(tmp_path / "r.db", tmp_path / "site")
+    assert "<td>random + adversarial</td>" in index.read_text()
+    page = next((index.parent / "claims").glob("*.html")).read_text()
+    assert "random; adversarial (1 hunted or corpus configuration)" in page
 
 
 def _ctx(inputs: dict, search: str, params: dict | None = None, R: int = 6) -> Context:
