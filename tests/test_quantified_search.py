@@ -141,3 +141,15 @@ def test_a_bad_ball_names_its_field(p4, table, field):
     with pytest.raises(ClaimError, match=field.replace(".", r"\.")) as err:
         parse_claim(raw, claim.source)
     assert str(claim.source) in str(err.value)
+
+
+def test_a_protocol_networks_weights_are_searched_through_its_forward_pass(p4):
+    # the estimator asks generic.network_for for the setting's protocol network and reads its forward pass; the
+    # claim's inputs.weights makes the network's weights the ball's draw, and the ascent runs through `forward`
+    params = {"n": 2, "k": 3, "m": 8, "L": 2}
+    drawn = probe(p4["protocol-planted"], params, 0, 20, search="random")
+    assert drawn.violations == 0  # the initialisation, projected into the ball: below 0.8
+    found = probe(p4["protocol-planted"], params, 0, 20, search="adversarial")
+    assert found.significant and found.slack_min == pytest.approx(0.8, rel=1e-6)  # sup ||x_L|| = 1
+    tight = probe(p4["protocol-true"], params, 0, 20, search="adversarial")
+    assert tight.violations == 0 and tight.slack_min < 1 + 1e-6

@@ -59,6 +59,8 @@ def network_for(ctx: Context, X: torch.Tensor | None = None) -> Network:
     if not isinstance(net, Network):
         raise EstimatorError(f"{ctx.claim_id}: protocol_network of setting '{ctx.network}' returned "
                              f"{type(net).__name__}, which lacks weights, layout, forward or backward")
+    if "weights" in ctx.inputs_spec:  # "for all W": the declared ball's draw, or a search's iterate (ctx.weights)
+        net.weights = ctx.weights(net.weights, layout=net.layout)
     return net
 
 

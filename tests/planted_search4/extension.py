@@ -11,7 +11,7 @@ and perturbations stay far below both."""
 import torch
 
 from lemmacheck.context import Observation
-from lemmacheck.registry import QUANTITIES
+from lemmacheck.registry import NETWORKS, QUANTITIES
 
 
 @QUANTITIES.register("p4-perturbed-output-gap", "max_i ||h_L(W + U)(x_i) - h_L(W)(x_i)|| for a bias-free ReLU stack "
@@ -56,3 +56,28 @@ def relu_kernel_min_eig(ctx):
     t = torch.arccos(G)
     K = (torch.sin(t) + (torch.pi - t) * G) / (2 * torch.pi)
     return Observation(torch.linalg.eigvalsh(K)[:, 0], method="eigvalsh")
+
+
+def protocol_network(ctx, X):
+    """R bias-free ReLU stacks of L layers of width m (a protocol FeedForward network), Gaussian N(0, 2/m) weights:
+    the initialisation a claim that declares inputs.weights replaces by its ball's draw (generic.network_for)."""
+    from lemmacheck.protocol import FeedForward
+
+    L, m, d = ctx.i("L"), ctx.i("m"), X.shape[-1]
+    shapes = [(d, m)] + [(m, m)] * (L - 1)
+    Ws = [ctx.randn(ctx.replicates, a, b) * (2 / b) ** 0.5 for a, b in shapes]
+    return FeedForward(Ws, torch.relu, lambda z: (z > 0).to(z.dtype), torch.ones(m, dtype=X.dtype) / m ** 0.5)
+
+
+NETWORKS.register("p4-relu-stack", "a bias-free ReLU stack on unit inputs, a protocol network (planted)")(__name__)
+
+
+@QUANTITIES.register("p4-protocol-output-norm", "max_i ||x_{L,i}||, the last hidden layer's output, from the protocol "
+                     "network's forward pass (generic.network_for): at most prod_l ||W_l||_2, equal on aligned weights",
+                     networks=("p4-relu-stack",))
+def protocol_output_norm(ctx):
+    from lemmacheck.generic import network_for
+
+    X = ctx.inputs()
+    net = network_for(ctx, X)
+    return Observation(net.forward(X).outputs[-1].norm(dim=-1).amax(-1), method="forward pass")
