@@ -7,7 +7,8 @@ Per configuration (V violations among N replicates whose hypotheses held, stated
                    confidence sequence when the configuration stopped early.
     deterministic  violated on one counterexample; holds otherwise.
     scaling        judged over the sweep: the implied constant Ĉ = quantity / shape (shape = bound with the
-                   hidden constants set to 1) must not grow: fitted exponents of log Ĉ and bootstrap intervals.
+                   hidden constants set to 1) must not grow: fitted exponents of log Ĉ with their intervals, violated
+                   only by growth at the top of the sweep (_persistence), a falling slope extending the sweep.
 Per claim: in-regime configurations decide; a violation outside the regime only adds the flag
 `violated-out-of-regime`. When no configuration is in regime, the verdict is flagged `out-of-regime`: a
 violation there is not a refutation of the printed statement.
