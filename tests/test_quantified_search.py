@@ -36,6 +36,10 @@ def test_false_for_all_w_bound_reads_violated_in_the_full_profile(p4, seed):
     assert res.verdict == "violated"
     hit = [c for c in res.configs if c.violations]
     assert hit and all(c.pinned and c.pinned.get("search") == "adversarial" for c in hit)
+    # the failure text names the search each configuration ran, not only the claim's own
+    from lemmacheck.summary import failure_text
+
+    assert "search: random (configurations ran: random + adversarial)" in failure_text(res)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

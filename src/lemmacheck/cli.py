@@ -512,6 +512,8 @@ def cmd_hunt(a: argparse.Namespace) -> int:
         for role, member in (ce.functions or {}).items():
             from .functions import parse_member
             print(f"  {role}: {parse_member(member).name}")
+        for role, family in (ce.quantified or {}).items():  # "for all W": where the seeded ascent started
+            print(f"  {role}: from the {family} family, {ce.search or claim.check.search} search")
         if a.save:
             print(f"  saved to {record_hunt(claim, res, seed=a.seed, replicates=a.replicates)}: every later run "
                   "of the claim replays it first")

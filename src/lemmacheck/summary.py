@@ -220,7 +220,9 @@ def failure_text(res: ClaimResult) -> str:
     chk = c.check
     if chk is not None:
         lines.append(f"  statement: {c.statement}")
-        lines.append(f"  checked: {chk.quantity} {chk.relation} {chk.bound.text}; {c.quantifiers()}")
+        used = searches_used(chk.search, [cfg.pinned for cfg in res.configs])
+        lines.append(f"  checked: {chk.quantity} {chk.relation} {chk.bound.text}; {c.quantifiers()}"
+                     + (f" (configurations ran: {' + '.join(used)})" if used != [chk.search] else ""))
     for cfg in res.configs:
         if cfg.errors:
             lines.extend(f"  error: {e.splitlines()[0]}" for e in cfg.errors[:3])  # tracebacks: run's stderr
