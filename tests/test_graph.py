@@ -24,10 +24,10 @@ PLANTED = Path(__file__).parent / "planted_graph"
 ROOT = Path(__file__).parent.parent / "claims"
 PAPERS = sorted(p for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.toml")))
 GRAPHED = [p for p in PAPERS if (p / "graph.toml").is_file()]
-# Papers whose README.md must carry the generated findings block (<!-- findings:begin --> ... end). Folders that
-# have the markers are always checked; to require the block of every paper with a findings.toml, set this to
-# ("*",), or list paper keys. Write the blocks with `lemmacheck findings <paper> --format md --readme`.
-README_BLOCK_REQUIRED: tuple[str, ...] = ()
+# Papers whose README.md must carry the generated findings block (<!-- findings:begin --> ... end): every paper with
+# a findings.toml ("*"); folders that have the markers are always checked. Write or refresh the blocks with
+# `lemmacheck findings <paper> --format md --readme` after editing findings.toml or graph.toml.
+README_BLOCK_REQUIRED: tuple[str, ...] = ("*",)
 
 GRAPH = (PLANTED / "graph.toml").read_text()
 FINDINGS = (PLANTED / "findings.toml").read_text()
