@@ -264,6 +264,11 @@ def hunt_outcome(claim: Claim, examples: int, seed: int, replicates: int = HUNT_
     cfgs = claim.profiles[profile].configs if profile and profile in claim.profiles else ()
     res = hunt(target, examples=examples, replicates=replicates, seed=seed, max_probes=2 * examples + stratified,
                stratified=stratified, max_size=max((size(claim, c) for c in cfgs), default=None))
+    if res.counterexample is None and profile != "quick":
+        # what the quick profile's sweep over degenerate datasets finds, a fuller profile finds too
+        swept = quick_hunt(claim, seed=seed, replicates=replicates)
+        res.probes += swept.probes
+        res.counterexample = swept.counterexample
     cells = probe_cells(res.probes)
     ce = res.counterexample.to_json() if res.counterexample is not None else None
     best = res.counterexample or res.worst()
