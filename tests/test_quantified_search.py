@@ -157,3 +157,20 @@ def test_a_protocol_networks_weights_are_searched_through_its_forward_pass(p4):
     assert found.significant and found.slack_min == pytest.approx(0.8, rel=1e-6)  # sup ||x_L|| = 1
     tight = probe(p4["protocol-true"], params, 0, 20, search="adversarial")
     assert tight.violations == 0 and tight.slack_min < 1 + 1e-6
+
+
+def test_a_hunted_starting_family_is_pinned_and_replays(p4):
+    from lemmacheck.hunt import apply_pins, pinned, pins_of
+
+    claim = p4["gap-planted"]
+    run = pinned(claim, search="adversarial", quantified={"weights": "aligned", "perturbation": "aligned"})
+    pins = pins_of(claim, run.snapshot)
+    assert pins == {"weights": {"family": "aligned"}, "perturbation": {"family": "aligned"}, "search": "adversarial"}
+    again = apply_pins(claim, pins)
+    assert again.snapshot == run.snapshot
+    # aligned weights with U = W/d are the equality case: where the drawn input lies near the chain's first direction
+    # (|<x, u_0>| > 0.8 here) the draw itself refutes L/d, before any ascent step
+    p = probe(claim, ALIGNED, 0, 8, search="random", quantified={"weights": "aligned", "perturbation": "aligned"})
+    assert p.violations > 0
+    with pytest.raises(ValueError, match="family"):
+        apply_pins(claim, {"weights": "aligned"})
