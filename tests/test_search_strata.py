@@ -112,3 +112,20 @@ def test_the_full_profile_finds_what_the_quick_sweep_finds(p4, seed):
     res = full_result(p4["gram-hexagon"], seed)
     assert res.verdict == "violated"
     assert any(c.violations and c.params["n"] == 6 for c in res.configs)
+
+
+def test_the_zero_perturbation_is_a_stratum_wherever_the_ball_admits_it(p4):
+    # "the output moves under every perturbation in the ball" (gap > 0) is false at U = 0, which every ball holds
+    raw = copy.deepcopy(p4["gap-planted"].raw)
+    raw["check"].update(relation=">", bound="0")
+    moves = parse_claim(raw, p4["gap-planted"].source)
+    cases = strata(moves, 24, 0, data=False, labels=False, quantified=("weights", "perturbation"))
+    zero = [c for c in cases if c.quantified["perturbation"] == "zero"]
+    assert zero and any(c.quantified["weights"] == "zero" for c in cases)
+    p = probe(moves, zero[0].params, 0, 4, search="random", quantified=zero[0].quantified)
+    assert p.significant and p.violations == 4
+    # a statement over nonzero perturbations says so, and the sweep never starts there
+    raw["inputs"]["nonzero"] = ["perturbation"]
+    excluded = parse_claim(raw, p4["gap-planted"].source)
+    cases = strata(excluded, 24, 0, data=False, labels=False, quantified=("weights", "perturbation"))
+    assert cases and all(c.quantified["perturbation"] != "zero" for c in cases)

@@ -602,7 +602,7 @@ COEFFICIENTS: dict[str, tuple[str, bool]] = {  # name -> (description, needs dat
     "zero": ("the zero vector (a hunt's stratum unless the claim declares inputs.nonzero = [\"coefficients\"])", False),
 }
 # What a statement may require to be nonzero (`inputs.nonzero`): hunts then never try the zero stratum there.
-NONZERO = ("coefficients",)
+NONZERO = ("coefficients", "weights", "perturbation")
 
 
 def coefficient_spec(spec: Any) -> list[float] | None:
@@ -669,11 +669,13 @@ WEIGHT_FAMILIES = {
     "non-negative": "|G| for a Gaussian G, on the sphere of the ball",
     "aligned": "a chain of rank-one non-negative layers, each reading the previous one's output direction (every "
                "ReLU the identity on a non-negative input)",
+    "zero": "every layer 0 (in every ball: a hunt's stratum unless the claim declares inputs.nonzero = [\"weights\"])",
 }
 PERTURBATION_FAMILIES = {
     "random": "a Gaussian direction per layer on the sphere of its ball (the default)",
     "aligned": "each layer along its weights: U_l = r_l W_l / ||W_l|| (the direction that scales the layer)",
     "rank-one": "u v^T with Gaussian u, v, on the sphere of the ball",
+    "zero": "U = 0 (in every ball: a hunt's stratum unless the claim declares inputs.nonzero = [\"perturbation\"])",
 }
 QUANTIFIED = {"weights": WEIGHT_FAMILIES, "perturbation": PERTURBATION_FAMILIES}
 BALL_NORMS = ("spectral", "frobenius")
@@ -749,6 +751,9 @@ def draw_weights(gen: torch.Generator, family: str, shapes: Sequence[tuple[int, 
             W = torch.randn(R, a, b, generator=gen, dtype=dtype).abs()
         elif family == "rank-one":
             W = torch.randn(R, a, 1, generator=gen, dtype=dtype) * torch.randn(R, 1, b, generator=gen, dtype=dtype)
+        elif family == "zero":
+            out.append(torch.zeros(R, a, b, dtype=dtype))
+            continue
         elif family == "aligned":
             u = prev if prev is not None and prev.shape[-1] == inside else _nonneg_unit(gen, R, inside, dtype)
             v = _nonneg_unit(gen, R, outside, dtype)
@@ -772,6 +777,9 @@ def draw_perturbation(gen: torch.Generator, family: str, Ws: Sequence[torch.Tens
             U = W.detach().clone()
         elif family == "rank-one":
             U = torch.randn(R, a, 1, generator=gen, dtype=W.dtype) * torch.randn(R, 1, b, generator=gen, dtype=W.dtype)
+        elif family == "zero":
+            out.append(torch.zeros_like(W))
+            continue
         else:
             raise EstimatorError(f"perturbation family {family!r}: one of {list(PERTURBATION_FAMILIES)}")
         out.append(onto_sphere(U, r.to(W.dtype), norm))

@@ -174,10 +174,13 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
     return round(n), round(d), float(sep or 0.0)
 
 
-def quantified_families(role: str) -> list[str]:
+def quantified_families(role: str, claim: Claim | None = None) -> list[str]:
     """The families a searched weight or perturbation ball starts from (inputs.QUANTIFIED), its default first;
-    "given" (a network's own initialisation) is the run's default and not a stratum."""
-    return [f for f in QUANTIFIED[role] if f != "given"]
+    "given" (a network's own initialisation) is the run's default and not a stratum; "zero" (in every ball) is one of
+    the sweep's strata (`claim` given) unless the claim declares the role in inputs.nonzero, never a Hypothesis
+    choice (an ascent cannot leave a start where the gradient vanishes)."""
+    zero = claim is not None and role not in ((claim.inputs or {}).get("nonzero") or ())
+    return [f for f in QUANTIFIED[role] if f != "given" and (f != "zero" or zero)]
 
 
 def function_members(claim: Claim, role: str) -> list[dict]:
@@ -373,7 +376,7 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
         if shifts_value(claim.inputs[role]):  # none, the range's ends, and one log-uniform draw of each sign
             dims[f"__shift:{role}"] = list(SHIFT_LEVELS)
     for role in quantified:
-        dims[f"__quantified:{role}"] = quantified_families(role)
+        dims[f"__quantified:{role}"] = quantified_families(role, claim)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
     names = list(dims)
     fdims = {k for k in names if k.startswith("__function:")}
