@@ -113,7 +113,7 @@ CLASSES: dict[str, FunctionClass] = {c.name: c for c in (
     FunctionClass("lipschitz-smooth", "every L-Lipschitz, beta-smooth function", ("lipschitz", "smooth"), True),
     FunctionClass("convex-lipschitz-smooth", "every convex, L-Lipschitz, beta-smooth function (margin losses "
                   "such as the logistic loss log(1 + e^-z) = softplus(-z))", ("lipschitz", "smooth"), True, True),
-    # du2018's Proposition D.1 and Lemma D.2 ("sigma analytic, not a polynomial"); smooth is optional there
+    # statements "for every analytic, non-polynomial sigma" (e.g. a Gram's positive definiteness); smooth optional
     FunctionClass("analytic-non-polynomial", "every analytic, non-polynomial, L-Lipschitz function (and "
                   "beta-smooth when smooth is stated): tanh, softplus, sigmoid, sin, never ReLU-type kinks nor "
                   "polynomials", ("lipschitz",), True, analytic_only=True, non_polynomial=True),
@@ -396,8 +396,7 @@ def resolve(spec: Mapping[str, Any]) -> Member:
 
 # A class that bounds neither phi(0) (at_zero) nor sup |phi| (bound) admits every value shift phi + s: a hunt searches
 # s as a continuous parameter, its magnitude log-uniform over SHIFT_DECADES (0.1 to 1000), either sign, beside the
-# catalogue's own shifts of 1, since a statement whose bound ignores phi(0) may fail only from |phi(0)| ~ 20 on
-# (du2018 Lemma E.2).
+# catalogue's own shifts of 1, since a statement whose bound ignores phi(0) may fail only from |phi(0)| ~ 20 on.
 SHIFT_DECADES = (-1.0, 3.0)
 
 
