@@ -747,21 +747,26 @@ def pair_expectation_lipschitz(ctx: Context) -> Observation:
     "||A_i - B_i||_F / M_i, over random conformable chains (random and rank-one aligned perturbations)"),
     networks=("scalar",))
 def product_perturbation_ratio(ctx: Context) -> Observation:
-    """Chains of k = args-free random length in [1, 8] (params k), dimensions in [1, 16]; half the perturbations are
-    rank one along the top singular pair of A_i (where ‖XY‖_F ≤ ‖X‖₂‖Y‖_F is tightest)."""
+    """Chains of k = params k matrices, each draw its own dimensions in [1, dmax] (a chain drawn per replicate, not
+    per shard: a shard's draws are then i.i.d., and a quick configuration explores thousands of shapes, not one);
+    the matrices are zero-padded to dmax x dmax, which leaves products, Frobenius and spectral norms exactly as they
+    are. Half the perturbations are rank one along the top singular pair of A_i (where ‖XY‖_F ≤ ‖X‖₂‖Y‖_F is
+    tightest)."""
     R, k, dmax = ctx.replicates, ctx.i("k"), ctx.i("dmax", 16)
     g = ctx.generator
-    dims = torch.randint(1, dmax + 1, (k + 1,), generator=g).tolist()
+    dims = torch.randint(1, dmax + 1, (R, k + 1), generator=g)
+    inside = torch.arange(dmax, device=dims.device)[None, :] < dims[..., None]  # (R, k + 1, dmax)
     PA = PB = None
     alpha_sum = torch.zeros(R, dtype=torch.float64)
     Mprod = torch.ones(R, dtype=torch.float64)
     scale = torch.exp(torch.randn(R, k, generator=g, dtype=torch.float64) * 2)  # perturbation sizes over 4 decades
     for i in range(k):
-        A = torch.randn(R, dims[i], dims[i + 1], generator=g, dtype=torch.float64)
+        mask = (inside[:, i, :, None] & inside[:, i + 1, None, :]).to(torch.float64)
+        A = torch.randn(R, dmax, dmax, generator=g, dtype=torch.float64) * mask
         U, S, Vh = torch.linalg.svd(A, full_matrices=False)
         rank_one = U[..., :, :1] @ Vh[..., :1, :] * S[..., :1].unsqueeze(-1)
         E = torch.where(torch.rand(R, 1, 1, generator=g, dtype=torch.float64) < 0.5, rank_one,
-                        torch.randn(R, dims[i], dims[i + 1], generator=g, dtype=torch.float64))
+                        torch.randn(R, dmax, dmax, generator=g, dtype=torch.float64) * mask)
         B = A + E / torch.linalg.matrix_norm(E).reshape(-1, 1, 1) * (0.1 * scale[:, i] * S[..., 0]).reshape(-1, 1, 1)
         M = torch.maximum(torch.linalg.matrix_norm(A, ord=2), torch.linalg.matrix_norm(B, ord=2))
         alpha_sum = alpha_sum + torch.linalg.matrix_norm(A - B) / M
