@@ -1,6 +1,7 @@
 """The CLI contract that other tools read: list/run JSON shapes, exit codes, repro reproducing numbers."""
 
 import json
+import re
 
 from conftest import NORM_CLAIM
 from lemmacheck.cli import main
@@ -37,6 +38,9 @@ def test_run_json_contract_and_exit_codes(tmp_path, claims_dir, capsys):
     assert "toy/lemma-1/norm" in table and "holds" in table
     doc = json.loads(out.read_text())
     assert RUN_KEYS <= set(doc["run"]) and doc["run"]["seed"] == 3 and doc["run"]["profile"] == "quick"
+    # the box's speed is recorded with the run (lemmacheck.yardstick), so its cost compares across machines
+    assert re.fullmatch(r"float64 GEMM [\d.]+ GFLOP/s, float64 randn [\d.]+ M/s \(one thread, best of 3\)",
+                        doc["run"]["versions"]["yardstick"])
     c = doc["claims"][0]
     assert CLAIM_KEYS <= set(c) and c["verdict"] == "holds" and c["mode"] == "probabilistic"
     assert all(CONFIG_KEYS <= set(cfg) for cfg in c["configs"])

@@ -414,7 +414,11 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         if run_id is not None:
             store.forget_error_shards(run_id)
     if run_id is None:
+        from .yardstick import describe, measure
+
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
+        # the box's speed beside its cost: the run's estimator-seconds compare across machines in these units
+        store.note_run(run_id, "yardstick", describe(measure()))
     # Every shard of a fixed-size configuration is queued at once; an early-stopping configuration draws one shard
     # at a time, in index order, the next queued first as soon as the last is stored, until its confidence
     # sequence decides. The decision reads only that configuration's stored prefix of shards, so it is the same
