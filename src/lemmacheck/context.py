@@ -17,12 +17,12 @@ from .errors import EstimatorError
 from .expressions import parse
 from .functions import ROLES, Member, resolve
 from .inputs import (
+    ball_radius,
     broken_premises,
     draw_coefficients,
     draw_labels,
     draw_perturbation,
     draw_weights,
-    matrix_norm,
     meets_premises,
     pinned_dataset,
 )
@@ -220,8 +220,7 @@ class Context:
         rs = self._radii("perturbation", spec, len(Ws))
         assert rs is not None
         base = [W.detach() for W in Ws]
-        radii = [(matrix_norm(W, norm) * r if relative else torch.full((self.replicates,), r, dtype=W.dtype,
-                                                                        device=W.device)) for W, r in zip(base, rs)]
+        radii = [ball_radius(W, r, norm, relative) for W, r in zip(base, rs)]
         self.balls["perturbation"] = {"norm": norm, "radii": rs, "relative": relative, "base": base}
         if "perturbation" in self.overrides:
             Us = self.overrides["perturbation"]

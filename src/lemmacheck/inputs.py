@@ -710,6 +710,14 @@ def matrix_norm(W: torch.Tensor, norm: str) -> torch.Tensor:
     return torch.linalg.matrix_norm(W, ord=2 if norm == "spectral" else "fro")
 
 
+def ball_radius(W: torch.Tensor, r: float, norm: str, relative: bool = False) -> torch.Tensor:
+    """The radius (R,) of a layer's ball per replicate: r, or r ||W|| (in `norm`) when the radius is relative to the
+    weights W (R, a, b)."""
+    if relative:
+        return matrix_norm(W, norm) * r
+    return torch.full((W.shape[0],), r, dtype=W.dtype, device=W.device)
+
+
 def onto_sphere(D: torch.Tensor, radius: torch.Tensor, norm: str) -> torch.Tensor:
     """D (R, a, b) rescaled to norm `radius` (R,) per replicate."""
     return D * (radius / matrix_norm(D, norm).clamp_min(1e-300)).reshape(-1, 1, 1)
@@ -739,8 +747,7 @@ def draw_weights(gen: torch.Generator, family: str, shapes: Sequence[tuple[int, 
     if family == "given":
         if given is None:
             raise EstimatorError("weights family 'given' needs the network's own weights (ctx.weights(Ws))")
-        return [W if radii is None else into_ball(W, torch.full((R,), radii[i], dtype=W.dtype), norm)
-                for i, W in enumerate(given)]
+        return [W if radii is None else into_ball(W, ball_radius(W, radii[i], norm), norm) for i, W in enumerate(given)]
     out = []
     prev = None  # the aligned chain's direction in the space the next layer reads
     for i, (a, b) in enumerate(shapes):

@@ -205,7 +205,7 @@ def search_quantified(estimator: Callable[[Any], Any], ctx: Any, sign: int, *, s
     largest value seen where the draw's hypotheses hold is returned, with extras["search"] saying what found it
     (0 the draw, 1 the gradient step, 2 the ascent). "gradient" takes one step, "adversarial" QUANTIFIED_STEPS.
     A value that does not depend differentiably on the matrices is returned as drawn (the method says so)."""
-    from .inputs import into_ball, matrix_norm
+    from .inputs import ball_radius, into_ball, matrix_norm
 
     gen = ctx.generator
     state = gen.get_state()
@@ -258,13 +258,12 @@ def search_quantified(estimator: Callable[[Any], Any], ctx: Any, sign: int, *, s
         out = dict(mats)
         if "weights" in out and balls["weights"]["radii"] is not None:
             b = balls["weights"]
-            out["weights"] = [into_ball(W, torch.full((W.shape[0],), r, dtype=W.dtype, device=W.device), b["norm"])
+            out["weights"] = [into_ball(W, ball_radius(W, r, b["norm"]), b["norm"])
                               for W, r in zip(out["weights"], b["radii"])]
         if "perturbation" in out:
             b = balls["perturbation"]
             base = out["weights"] if "weights" in out and b.get("relative") else b["base"]
-            radii = [matrix_norm(W, b["norm"]) * r if b.get("relative") else
-                     torch.full((W.shape[0],), r, dtype=W.dtype, device=W.device) for W, r in zip(base, b["radii"])]
+            radii = [ball_radius(W, r, b["norm"], b.get("relative", False)) for W, r in zip(base, b["radii"])]
             out["perturbation"] = [into_ball(U, rad, b["norm"]) for U, rad in zip(out["perturbation"], radii)]
         return out
 
@@ -272,11 +271,8 @@ def search_quantified(estimator: Callable[[Any], Any], ctx: Any, sign: int, *, s
         b = balls[role]
         if role == "weights":
             r = b["radii"]
-            return (matrix_norm(M, "frobenius") if r is None else torch.full((M.shape[0],), r[i], dtype=M.dtype,
-                                                                             device=M.device))
-        base = b["base"][i]
-        return matrix_norm(base, b["norm"]) * b["radii"][i] if b.get("relative") else torch.full(
-            (M.shape[0],), b["radii"][i], dtype=M.dtype, device=M.device)
+            return matrix_norm(M, "frobenius") if r is None else ball_radius(M, r[i], b["norm"])
+        return ball_radius(b["base"][i], b["radii"][i], b["norm"], b.get("relative", False))
 
     mats = {r: [M.detach().clone() for M in ctx.quantified[r]] for r in roles}
     differentiable = True
