@@ -100,11 +100,15 @@ def _remove_stale(claims_dir: Path, keep: set[str]) -> None:
             p.unlink()
 
 
+def _paper_folders(views: list[ClaimView]) -> dict[str, Path]:
+    """paper -> the folder of its claim files (where _paper.toml, graph.toml and findings.toml lie)."""
+    return {v.paper: (v.claim.source.parent if v.claim else Path(v.source).parent) for v in views}
+
+
 def _papers(views: list[ClaimView], notes: list[str]) -> dict[str, Paper]:
     """Each paper's _paper.toml, found beside its claim files; a malformed one becomes a note, not a crash."""
     out: dict[str, Paper] = {}
-    folders = {v.paper: (v.claim.source.parent if v.claim else Path(v.source).parent) for v in views}
-    for key, folder in sorted(folders.items()):
+    for key, folder in sorted(_paper_folders(views).items()):
         try:
             paper = load_paper(folder)
         except ClaimError as exc:
@@ -121,14 +125,10 @@ def _graphs(views: list[ClaimView], out: Path, info: dict[str, Any], notes: list
     from ..findings import load_findings
     from ..graph import load_graph
 
-    folders: dict[str, Path] = {}
-    for v in views:
-        if v.claim is not None:
-            folders.setdefault(v.paper, v.claim.source.parent)
     slugs = {v.claim_id: v.slug for v in views}
     links: dict[str, str] = {}
     written: set[str] = set()
-    for paper, folder in sorted(folders.items()):
+    for paper, folder in sorted(_paper_folders(views).items()):
         try:
             graph = load_graph(folder)
         except ClaimError as exc:
