@@ -527,11 +527,16 @@ def box_slope_interval(log_x: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.
     design = np.column_stack([np.ones(len(x)), x])
     if len(x) <= x.shape[1] or np.linalg.matrix_rank(design) < design.shape[1]:
         return math.nan, math.nan, math.nan
-    w = np.linalg.pinv(design)[1 + column]
+    return _linear_over_box(np.linalg.pinv(design)[1 + column], np.asarray(y, dtype=float), lo, hi)
+
+
+def _linear_over_box(w: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[float, float, float]:
+    """w @ y, and the smallest and largest values of w @ v over the box lo <= v <= hi (a linear statistic of the
+    responses, such as a least-squares slope: exact bounds on its true value whenever the box covers it)."""
     with np.errstate(invalid="ignore"):
         low = float(np.where(w > 0, w * lo, np.where(w < 0, w * hi, 0.0)).sum())
         high = float(np.where(w > 0, w * hi, np.where(w < 0, w * lo, 0.0)).sum())
-    return float(w @ np.asarray(y, dtype=float)), low, high
+    return float(w @ y), low, high
 
 
 # --------------------------------------------------------------------------- logarithmic growth
@@ -551,11 +556,7 @@ def _box_slope(s: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> 
     """LS slope of y on s, and its smallest and largest values over the box [lo, hi] (exact when the box
     covers the true values: the slope is linear in y)."""
     d = s - s.mean()
-    w = d / float(d @ d)
-    with np.errstate(invalid="ignore"):
-        low = float(np.where(w > 0, w * lo, np.where(w < 0, w * hi, 0.0)).sum())
-        high = float(np.where(w > 0, w * hi, np.where(w < 0, w * lo, 0.0)).sum())
-    return float(w @ y), low, high
+    return _linear_over_box(d / float(d @ d), y, lo, hi)
 
 
 def concave_fits_box(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
