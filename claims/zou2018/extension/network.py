@@ -33,7 +33,8 @@ def widths(d: int, m: int, L: int, alternate: bool = False) -> list[int]:
 
 
 def init(gen: torch.Generator, R: int, dims: list[int], dtype=torch.float64) -> list[torch.Tensor]:
-    return [torch.randn(R, a, b, generator=gen, dtype=dtype) * math.sqrt(2.0 / b) for a, b in itertools.pairwise(dims)]
+    # scaled in place: the same products, without a second (R, a, b) buffer's allocation and page faults
+    return [torch.randn(R, a, b, generator=gen, dtype=dtype).mul_(math.sqrt(2.0 / b)) for a, b in itertools.pairwise(dims)]
 
 
 def output_vector(m_L: int, dtype=torch.float64) -> torch.Tensor:
