@@ -135,3 +135,27 @@ def test_a_killed_wave_resumes_to_the_same_draws(tmp_path):
     strip = [{k: v for k, v in c.items() if k != "seconds"} for c in whole["claims"][0]["configs"]]
     assert strip == [{k: v for k, v in c.items() if k != "seconds"} for c in again["claims"][0]["configs"]]
 
+
+
+def test_a_rate_at_delta_stops_once_its_interval_lies_within_the_resolution(tmp_path):
+    """Rate exactly delta (q = 0.9, delta = 0.1): no budget decides it. The configuration stops, undecided, at the
+    first look whose interval lies within delta (1 -+ RATE_RESOLUTION), well before its 20,000 draws, and says so;
+    the rate 0.13 configuration (outside the band) is still drawn on until violated."""
+    from lemmacheck.verdicts import RATE_RESOLUTION, at_the_bound
+
+    text = CLAIM.replace("configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]",
+                         "configs = [{ q = 0.87, delta = 0.1 }, { q = 0.9, delta = 0.1 }]").replace(
+        "q = { values = [0.87, 1.0] }", "q = { values = [0.87, 0.9] }")
+    d = _write(tmp_path, text, name="g")
+    full, doc = _run(d, tmp_path / "f.db", "full")
+    at = next(c for c in full[0].configs if c.params["q"] == 0.9)
+    assert at.verdict == "inconclusive" and at.at_bound and 200 < at.drawn < 20000
+    lo, hi = at.violation_ci
+    assert 0.1 * (1 - RATE_RESOLUTION) <= lo and hi <= 0.1 * (1 + RATE_RESOLUTION)
+    # it stopped at the first look that lay within the band: the previous look's interval did not
+    looks = [100 * n for n in ConfigPlan({}, 0, 200, 100, True, budget=20000).looks()]
+    assert at.drawn in looks
+    assert "sits at the bound" in failure_text(full[0])
+    assert next(c for c in doc["claims"][0]["configs"] if c["params"]["q"] == 0.9)["at_bound"] is True
+    assert next(c for c in full[0].configs if c.params["q"] == 0.87).verdict == "violated"
+    assert not at_the_bound((0.05, 0.13), 0.1) and at_the_bound((0.08, 0.12), 0.1) and not at_the_bound((0, 0), 0)

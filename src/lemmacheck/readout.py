@@ -36,6 +36,13 @@ def deciding_slope(sc: dict[str, Any] | None) -> tuple[str, float, tuple[float, 
 def draws_needed_text(cfg: Any) -> str:
     """What an undecided probabilistic configuration would need (verdicts.ConfigResult.draws_needed)."""
     drawn = f"{cfg.drawn:,} drawn of {max(cfg.planned, cfg.drawn):,} allowed"
+    if getattr(cfg, "at_bound", False):
+        from .verdicts import RATE_RESOLUTION
+
+        lo, hi = cfg.violation_ci
+        return (f"its rate sits at the bound: the interval [{lo:.3g}, {hi:.3g}] lies within "
+                f"{RATE_RESOLUTION:.0%} of delta = {cfg.delta:.3g}, so more draws would only split that margin "
+                f"({drawn}; verdicts.RATE_RESOLUTION)")
     if cfg.draws_needed is None:
         return f"no number of draws decides it at its current rate, which is at delta ({drawn})"
     return (f"about {cfg.draws_needed:,} draws would decide it if its rate held ({drawn}; the profile's "

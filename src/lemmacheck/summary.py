@@ -242,7 +242,7 @@ def failure_text(res: ClaimResult) -> str:
             lines.append(f"    violations {worst.violations}/{worst.replicates}, {rate} "
                          f"[{worst.violation_ci[0]:.3g}, {worst.violation_ci[1]:.3g}] vs delta {worst.delta:.3g}"
                          + (f"; method: {worst.method}" if worst.method else ""))
-        if worst.sequential and worst.drawn < worst.planned:
+        if worst.sequential and worst.drawn < worst.planned and worst.verdict != "inconclusive":
             lines.append(f"    stopped early: {worst.drawn} of {worst.planned} planned draws decided it "
                          "(anytime-valid confidence sequence)")
         if worst.not_reached:

@@ -152,6 +152,11 @@ def _interval(c, claim: Any = None) -> str:
 
 def _draws(c) -> str:
     """How many draws a configuration's verdict needed: "120 of 400 (stopped early: anytime-valid interval)"."""
+    if c.sequential and c.drawn < c.planned and getattr(c, "at_bound", False):
+        return f"{c.drawn:,} of {c.planned:,} (stopped undecided: the rate sits within the resolution of delta)"
+    if c.sequential and c.drawn < c.planned and c.verdict == "inconclusive":
+        need = f"; about {c.draws_needed:,} would decide it" if getattr(c, "draws_needed", None) else ""
+        return f"{c.drawn:,} of {c.planned:,} (stopped undecided: the budget could not decide it{need})"
     if c.sequential and c.drawn < c.planned:
         return f"{c.drawn:,} of {c.planned:,} (stopped early: anytime-valid interval)"
     return f"{c.drawn:,}" + (" (early stop on, never decided: all drawn)" if c.sequential else "")
