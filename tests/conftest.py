@@ -86,6 +86,8 @@ def _one_blas_thread():
 
 def pytest_addoption(parser):
     # tests/test_benchmarks.py: the "lemmacheck (cuda)" rows run where CUDA exists (auto), or never (cpu); on a
-    # machine without CUDA they are skipped with the reason either way.
-    parser.addoption("--bench-device", choices=("auto", "cpu", "cuda"), default="auto",
-                     help="benchmarks: also time each device-capable estimator on CUDA (auto: where available)")
+    # machine without CUDA they are skipped with the reason either way, or run on the stand-in device (standin:
+    # tests/standin_device.py, which fails where CUDA would: the rows' code checked, their times meaningless).
+    parser.addoption("--bench-device", choices=("auto", "cpu", "cuda", "standin"), default="auto",
+                     help="benchmarks: also time each device-capable estimator on CUDA (auto: where available; "
+                     "standin: on the CPU's stand-in device, a check of the rows)")

@@ -8,12 +8,14 @@ a loaded machine) and prints, after the run, a table of seconds per replicate, t
 GFLOP/s against the machine's float64 GEMM measured in the same run (LEMMACHECK_BENCH_OUT=FILE also writes it). In the default test run (--benchmark-disable) every benchmark runs once at small sizes as a correctness check
 (both implementations must agree) and the file stays cheap. Everything runs with one BLAS thread, as shards do.
 LEMMACHECK_BENCH=wide (with --benchmark-enable) runs the wide sizes (WIDE: m = 4096-8192) that regime paths and
-log-factor sweeps reach; --bench-device cuda|cpu|auto adds or drops the "lemmacheck (cuda)" rows (GPU/CPU ratio).
-No test asserts a time.
+log-factor sweeps reach, the "lemmacheck (cuda)" rows included; --bench-device cuda|cpu|auto adds or drops those rows
+(GPU/CPU ratio), --bench-device standin runs them on the stand-in device of tests/standin_device.py (a check of their
+code on a machine without CUDA; their times mean nothing). No test asserts a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -96,17 +98,24 @@ WIDE = {
     "gemm": {"k": 2048},
 }
 RESULTS: dict[str, dict[str, dict[str, float]]] = {}  # group -> impl -> {"s_per_rep", "gflops"}
+SIZES = {"name": "ci"}  # which of the size sets ran (the table's header says)
 
 
 def _issue_sizes(config: pytest.Config) -> bool:
     return bool(config.getoption("benchmark_enable", False)) or os.environ.get("LEMMACHECK_BENCH") == "issue"
 
 
+def _sizes(config: pytest.Config) -> str:
+    if os.environ.get("LEMMACHECK_BENCH") == "wide":
+        return "wide"
+    return "issue" if _issue_sizes(config) else "ci"
+
+
 @pytest.fixture(scope="module")
 def S(request):
-    if os.environ.get("LEMMACHECK_BENCH") == "wide":
-        return WIDE
-    return ISSUE if _issue_sizes(request.config) else CI
+    """The sizes every row of a group runs at, its device rows included."""
+    SIZES["name"] = _sizes(request.config)
+    return {"wide": WIDE, "issue": ISSUE, "ci": CI}[SIZES["name"]]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -123,7 +132,7 @@ def _ratio_table(request):
 
 def _table() -> str:
     gemm = RESULTS.get("gemm", {}).get("float64 GEMM", {}).get("gflops", float("nan"))
-    lines = [f"lemmacheck benchmarks (1 BLAS thread; float64 GEMM {gemm:.1f} GFLOP/s in this run)",
+    lines = [f"lemmacheck benchmarks (sizes: {SIZES['name']}; 1 BLAS thread; float64 GEMM {gemm:.1f} GFLOP/s in this run)",
              f"{'group':58s} {'impl':30s} {'s/replicate':>12s} {'ratio':>8s} {'GFLOP/s':>8s} {'of GEMM':>8s}"]
     for group, impls in RESULTS.items():
         if group == "gemm":
@@ -187,28 +196,51 @@ def _ctx(params, R, seed, inputs=None, args=None, search="none", device="cpu"):
                    device=torch.device(device), args=args or {}, inputs_spec=spec, search=search)
 
 
-def _estimator(name, params, R, seed, device="cpu", **kw):
-    """The registered estimator as a shard runs it: on a GPU its generator and factory calls are on the device
-    (shards.execute_shard), and the clock stops once the device is done."""
+@contextlib.contextmanager
+def _on(device: str):
+    """As a shard runs on `device`: factory calls allocate there (shards.execute_shard); on the stand-in device its
+    checks apply (a device tensor read into numpy, or mixed with a CPU tensor, raises)."""
+    if device == "cpu":
+        yield
+        return
+    from standin_device import STANDIN, StandInDevice
+
+    with StandInDevice() if device == str(STANDIN) else contextlib.nullcontext(), torch.device(device):
+        yield
+
+
+def _on_device(fn, device: str):
+    """fn run as a shard runs it on `device`, the clock stopped once the device is done; its result on the CPU."""
     def run():
-        with torch.device(device):
-            value = QUANTITIES.get(name).obj(_ctx(params, R, seed, device=device, **kw)).value
-        if device == "cuda":
+        with _on(device):
+            out = fn()
+        if device.startswith("cuda"):
             torch.cuda.synchronize()
-        return value.cpu()
+        return tuple(o.cpu() for o in out) if isinstance(out, tuple) else out.cpu()
     return run
 
 
+def _estimator(name, params, R, seed, device="cpu", **kw):
+    """The registered estimator as a shard runs it: on a GPU its generator and factory calls are on the device
+    (shards.execute_shard), and the clock stops once the device is done."""
+    return _on_device(lambda: QUANTITIES.get(name).obj(_ctx(params, R, seed, device=device, **kw)).value, device)
+
+
 def _device_of(impl: str, config: pytest.Config) -> str:
-    """"cpu", or "cuda" for a "lemmacheck (cuda)" row: run where CUDA exists (unless --bench-device cpu), skipped
-    with the reason elsewhere."""
+    """"cpu", or the device of a "... (cuda)" row: "cuda" where CUDA exists (unless --bench-device cpu), the
+    stand-in device with --bench-device standin, else skipped with the reason."""
     if not impl.endswith("(cuda)"):
         return "cpu"
-    if config.getoption("bench_device", "auto") == "cpu":  # tests/conftest.py declares --bench-device
+    asked = config.getoption("bench_device", "auto")  # tests/conftest.py declares --bench-device
+    if asked == "cpu":
         pytest.skip("--bench-device cpu: GPU rows not asked for")
+    if asked == "standin":
+        from standin_device import STANDIN
+
+        return str(STANDIN)
     if not torch.cuda.is_available():
         pytest.skip(f"no CUDA device here (torch {torch.__version__}, CUDA not available): the GPU/CPU ratio "
-                    "needs a GPU")
+                    "needs a GPU (--bench-device standin checks the rows' code on the CPU)")
     return "cuda"
 
 
@@ -444,18 +476,24 @@ def test_bench_operator_norm_gradient(benchmark, S, impl):
 
 
 @pytest.mark.benchmark(group="spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))")
-@pytest.mark.parametrize("impl", [*IMPLS, "dense Gram eigvalsh"])
-def test_bench_drawn_matrix_spectral_norm(benchmark, S, impl):
+@pytest.mark.parametrize("impl", [*IMPLS, "dense Gram eigvalsh", "lemmacheck (cuda)", "dense Gram eigvalsh (cuda)"])
+def test_bench_drawn_matrix_spectral_norm(benchmark, S, impl, request):
     """One drawn matrix's ||W||_2, as a search scales its Gaussian starts onto the sphere: the SVD, the dense
     eigensolver of the Gram, and `linalg.spectral_norm`'s certified block Krylov (above EXACT_SVD_MAX; the CI size
-    lowers the threshold to reach that path)."""
+    lowers the threshold to reach that path); the last two also on the device (Gram, Krylov passes, Cholesky and
+    eigvalsh there)."""
+    device = _device_of(impl, request.config)
     c = S["drawn-norm"]
     group = "spectral norm of a drawn m x m Gaussian (search starts; allenzhu2018 Lemma C.9 (b))"
     W = torch.randn(c["m"], c["m"], generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     exact_max = min(la.EXACT_SVD_MAX, c["m"] // 4)
+    with _on(device):
+        Wd = W.to(device)
     fn = {"straightforward": lambda: torch.linalg.matrix_norm(W, ord=2),
           "dense Gram eigvalsh": lambda: la.spectral_norm(W, exact_max=c["m"])[0],
-          "lemmacheck": lambda: la.spectral_norm(W, exact_max=exact_max)[0]}[impl]
+          "lemmacheck": lambda: la.spectral_norm(W, exact_max=exact_max)[0],
+          "lemmacheck (cuda)": _on_device(lambda: la.spectral_norm(Wd, exact_max=exact_max)[0], device),
+          "dense Gram eigvalsh (cuda)": _on_device(lambda: la.spectral_norm(Wd, exact_max=c["m"])[0], device)}[impl]
     out = float(_run(benchmark, group, impl, fn, 1))
     exact = float(torch.linalg.svdvals(W)[0]) if c["m"] <= 1024 else out
     assert exact <= out <= exact * (1 + 1e-9)  # the CI size checks each against the SVD
@@ -536,21 +574,26 @@ TRACKED: dict[str, torch.Tensor] = {}  # impl -> value, for the agreement check 
 
 
 @pytest.mark.benchmark(group="forward perturbation, tracked starts (zou2018 Lemma B.2)")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_forward_perturbation_tracked_starts(benchmark, S, impl, monkeypatch):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_forward_perturbation_tracked_starts(benchmark, S, impl, monkeypatch, request):
     """zou2018 Lemma B.2's adversarial search at a width where its O(m³) part shows (one eigensolver per start,
     layer and replicate, the Gram diagonalisation that scales the start onto the sphere and starts its tracker)
     against the same search taking the start's norm and its tracker's eigendecomposition separately (torch eigh):
-    the same draws, values equal to 1e-10. The ratio goes into extra_info; no time is asserted."""
+    the same draws, values equal to 1e-10. The ratio goes into extra_info; no time is asserted. On the device
+    (its own draws) the engine scales the starts and the trackers' eigensolves run there."""
+    device = _device_of(impl, request.config)
     c = S["tracked"]
     group = "forward perturbation, tracked starts (zou2018 Lemma B.2)"
     params = {"m": c["m"], "L": c["L"], "n": c["n"], "d": c["d"], "tau": 0.1, "phi": 0.1}
     if impl == "straightforward":
         monkeypatch.setattr(zq, "maximise_tracked", _previous_maximise_tracked)
     out = _run(benchmark, group, impl, _estimator("forward-perturbation", params, c["R"], 3, search="adversarial",
-                                                  args={"steps": c["steps"]},
+                                                  args={"steps": c["steps"]}, device=device,
                                                   inputs={"kind": "unit-sphere", "n": "n", "d": "d",
                                                           "separation": "phi"}), c["R"])
+    if device != "cpu":  # other draws: nothing to compare with
+        assert bool((out > 0).all())
+        return
     TRACKED[impl] = out
     other = TRACKED.get("straightforward" if impl == "lemmacheck" else "lemmacheck")
     if other is not None:
@@ -562,8 +605,9 @@ def test_bench_forward_perturbation_tracked_starts(benchmark, S, impl, monkeypat
 
 
 @pytest.mark.benchmark(group="NTK Gram least eigenvalue at init (du2018 FC, G^(H))")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_ntk_gram_least_eigenvalue(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_ntk_gram_least_eigenvalue(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["ntk"]
     group = "NTK Gram least eigenvalue at init (du2018 FC, G^(H))"
     act = kernels.get_activation("softplus")
@@ -578,10 +622,15 @@ def test_bench_ntk_gram_least_eigenvalue(benchmark, S, impl):
         ref = kernels.lambda_min(du2018.last_layer_gram(dn, Ws, a, Xb[:1]))
         torch.testing.assert_close(out[:1], ref, rtol=1e-8, atol=1e-12)
     else:
+        with _on(device):  # the network and data where the shard's would be (its own draws on a device)
+            Xd = X.to(device)
+            dnd = dn if device == "cpu" else du2018.make_net("fc", Xd, m=c["m"], H=c["H"], act=act)
+
         def fast():
-            smp = du2018.sample_init(torch.Generator().manual_seed(6), dn, X[:c["R"]])
+            smp = du2018.sample_init(torch.Generator(device).manual_seed(6), dnd, Xd[:c["R"]])
             return kernels.lambda_min(smp.gram_last)
-        out = _run(benchmark, group, impl, fast, c["R"], rounds=3, count_flops=True)
+        out = _run(benchmark, group, impl, fast if device == "cpu" else _on_device(fast, device), c["R"], rounds=3,
+                   count_flops=True)
     assert bool((out > 0).all())
 
 
@@ -612,9 +661,21 @@ def test_bench_rnn_forward(benchmark, S, impl, request):
     assert bool(((out > 0) & (out < 1)).all())  # Lemma B.3's upper bound ||h_{l+1}|| <= 2l + 4 holds with room
 
 
+def _gd_on(device: str, dn, Ws, a, X, y, r: int):
+    """du2018's GD on the first r replicates as a shard on `device` runs it (the same weights: the same trajectory
+    to rounding), timed until the device is done; the net rebuilt there from the data."""
+    if device == "cpu":
+        return dn, [w[:r] for w in Ws], a[:r], X[:r], y[:r]
+    with _on(device):
+        Xd = X.to(device)
+        dnd = du2018.make_net("resnet", Xd, m=dn.m, H=dn.H, act=kernels.get_activation("softplus"))
+        return dnd, [w[:r].to(device) for w in Ws], a[:r].to(device), Xd[:r], y[:r].to(device)
+
+
 @pytest.mark.benchmark(group="GD trajectory (du2018 ResNet, Thm 4.1)")
-@pytest.mark.parametrize("impl", IMPLS + ["gemm floor"])
-def test_bench_du2018_gradient_descent(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS + ["gemm floor"])
+def test_bench_du2018_gradient_descent(benchmark, S, impl, request):
+    device = _device_of(impl, request.config)
     c = S["gd"]
     group = "GD trajectory (du2018 ResNet, Thm 4.1)"
     R = max(c["R"], c["base_R"])
@@ -649,18 +710,20 @@ def test_bench_du2018_gradient_descent(benchmark, S, impl):
     else:
         # what Theorem 4.1's quantity (du2018-gd-loss-ratio) asks of the trajectory: the losses, as the baseline
         r = c["R"]
-        loss = _run(benchmark, group, impl,
-                    lambda: du2018.gradient_descent(dn, [w[:r].clone() for w in Ws], a[:r], X[:r], y[:r], eta, T,
-                                                    track_gram=False, track_movement=False, track_terms=False).loss,
-                    r, count_flops=True)
+        dnd, Wd, ad, Xd, yd = _gd_on(device, dn, Ws, a, X, y, r)
+
+        def gd():
+            return du2018.gradient_descent(dnd, [w.clone() for w in Wd], ad, Xd, yd, eta, T, track_gram=False,
+                                           track_movement=False, track_terms=False).loss
+        loss = _run(benchmark, group, impl, gd if device == "cpu" else _on_device(gd, device), r, count_flops=True)
     # the same trajectory either way (deterministic GD from the same weights)
     ref = autograd_gradient_descent(dn, [w[:1] for w in Ws], a[:1], X[:1], y[:1], eta, min(T, 5))
     torch.testing.assert_close(loss[:1, :ref.shape[1]], ref, rtol=1e-9, atol=0)
 
 
 @pytest.mark.benchmark(group="GD with eq. (7) terms (du2018 ResNet, Lemma B.6)")
-@pytest.mark.parametrize("impl", IMPLS)
-def test_bench_du2018_gd_second_order_terms(benchmark, S, impl):
+@pytest.mark.parametrize("impl", DEVICE_IMPLS)
+def test_bench_du2018_gd_second_order_terms(benchmark, S, impl, request):
     """What Lemma B.6's quantity (du2018-gd-second-order-ratio) reads along GD: I_1(k) = −η G(k)(u − y) needs the
     Gram of the per-sample gradients every step; ||I_2(k)|| = ||u(k+1) − u(k) − I_1(k)|| from both."""
     c = S["gd-terms"]
@@ -677,12 +740,14 @@ def test_bench_du2018_gd_second_order_terms(benchmark, S, impl):
                   lambda: autograd_gd_second_order(dn, [w[:b] for w in Ws], a[:b], X[:b], y[:b], eta, T), b)
     else:
         r = c["R"]
+        device = _device_of(impl, request.config)
+        dnd, Wd, ad, Xd, yd = _gd_on(device, dn, Ws, a, X, y, r)
 
         def fast():
-            tr = du2018.gradient_descent(dn, [w[:r] for w in Ws], a[:r], X[:r], y[:r], eta, T, track_gram=False,
-                                         track_movement=False, track_terms=True)
+            tr = du2018.gradient_descent(dnd, Wd, ad, Xd, yd, eta, T, track_gram=False, track_movement=False,
+                                         track_terms=True)
             return (tr.du - tr.i1).norm(dim=-1)
-        i2 = _run(benchmark, group, impl, fast, r, count_flops=True)
+        i2 = _run(benchmark, group, impl, fast if device == "cpu" else _on_device(fast, device), r, count_flops=True)
     ref = autograd_gd_second_order(dn, [w[:1] for w in Ws], a[:1], X[:1], y[:1], eta, min(T, 3))
     torch.testing.assert_close(i2[:1, :ref.shape[1]], ref, rtol=1e-6, atol=1e-15)
 
