@@ -700,7 +700,9 @@ def parser() -> argparse.ArgumentParser:
                     "the table to stderr)")
     rn.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: in this process)")
     rn.add_argument("--device", default="cpu", help="where estimators run: cpu (default) or cuda[:N] (a GPU: same laws, "
-                    "other random draws than on the CPU)")
+                    "other random draws than on the CPU); with a GPU each configuration runs where it is cheaper, the "
+                    "wide ones on the GPU, the rest on the CPU ($LEMMACHECK_DEVICE_MIN_COST: the threshold; 0 sends "
+                    "every shard to the GPU)")
     rn.add_argument("--scheduler", help="run shards on a Dask cluster at this address (tcp://host:8786) instead "
                     "of local workers; needs lemmacheck[dask]")
     rn.add_argument("--resume", action="store_true", help="continue the last unfinished run with the same "
@@ -729,7 +731,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--claims", nargs="*", default=["claims"], metavar="PATH", help="where the claim lives "
                     "(default: claims)")
     rp.add_argument("--json", action="store_true", help="the result as JSON on stdout (the text goes to stderr)")
-    rp.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]; a GPU replays other draws than the CPU")
+    rp.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]; a GPU replays other draws than the CPU "
+                    "(placed as `run --device` places the configuration)")
     rp.set_defaults(fn=cmd_repro)
     sh = sub.add_parser("show", help="statement, bound, quantifiers and last results of a claim")
     sh.add_argument("id", help="claim id")

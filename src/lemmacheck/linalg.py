@@ -209,7 +209,8 @@ def _krylov_top(G: torch.Tensor) -> tuple[float, float] | None:
     n = G.shape[0]
     b = KRYLOV_BLOCK
     gen = torch.Generator().manual_seed(n)
-    start = torch.randn(n, b, generator=gen, dtype=torch.float64, device="cpu")  # G is a CPU tensor (syrk)
+    # the same start on every device (drawn on the host: a function of n alone), then where G is
+    start = torch.randn(n, b, generator=gen, dtype=torch.float64, device="cpu").to(G.device)
     Q: list[torch.Tensor] = [torch.linalg.qr(start)[0]]
     GQ: list[torch.Tensor] = []
     theta, r = 0.0, math.inf
@@ -239,10 +240,15 @@ def _certified_top(W: torch.Tensor) -> tuple[float, str]:
     """||W||_2 of one large matrix, never below the exact value: the block Krylov Ritz value theta raised by its
     residual, then certified by Cholesky of c^2 I - fl(Gram) with the margins of `spectral_norm_at_most` (success
     proves ||W|| <= c); where the certificate fails (the Krylov space missed the top, or has not converged) the
-    dense eigensolver decides, rounded up. Excess over the exact norm: about (2 r + rounding margin) / (2 theta)."""
-    A = W.detach().to(torch.float64).cpu().numpy()
-    G = torch.from_numpy(_sym_gram(A))
-    margin = float(gram_rounding_bound(W.detach().cpu()))
+    dense eigensolver decides, rounded up. Excess over the exact norm: about (2 r + rounding margin) / (2 theta).
+    On a GPU every step stays there: the Gram by a product, the Krylov passes, Cholesky and eigvalsh on the device."""
+    A = W.detach().to(torch.float64)
+
+    def gram_of() -> torch.Tensor:  # host: syrk (half the flops); a device: the product, where A lives
+        return torch.from_numpy(_sym_gram(to_numpy(A))) if on_host(A) else gram(A)
+
+    G = gram_of()
+    margin = float(gram_rounding_bound(A))
     top = _krylov_top(G)
     if top is not None:
         theta, r = top
@@ -250,7 +256,7 @@ def _certified_top(W: torch.Tensor) -> tuple[float, str]:
         G.neg_().diagonal().add_(_certificate_shift(c2, margin, G.shape[0]))  # s I - Gram in place: one buffer
         if int(torch.linalg.cholesky_ex(G, upper=True)[1]) == 0:
             return math.sqrt(c2), "block-krylov, cholesky-certified (rounded up)"
-        G = torch.from_numpy(_sym_gram(A))
+        G = gram_of()
     lam = float(top_eigenvalue(G))
     return math.sqrt(max(lam, 0.0) + margin), "gram-eigvalsh (rounded up)"
 
@@ -460,11 +466,18 @@ def clip_spectral(D: torch.Tensor, tau: float) -> torch.Tensor:
     Only the eigenpairs above tau^2 enter the correction (f = 0 elsewhere), so they alone are computed (LAPACK
     syevr, `subset_by_value`: the tridiagonal reduction plus k eigenvectors instead of all), and the correction is
     two m x m x k products; in projected ascent k is the few clipped directions. The all-eigenpairs path it is tested against
-    is tests/references.py: clip_spectral_eigh."""
+    is tests/references.py: clip_spectral_eigh. On a GPU the whole batch at once by torch's eigh there (every
+    eigenpair, f = 0 at those below tau^2): no round trip through the host."""
     wide = D.shape[-1] > D.shape[-2]
     A = D.transpose(-1, -2) if wide else D
     G = gram(A)
     A64 = A.to(torch.float64)
+    if not on_host(A64):
+        evals, V = torch.linalg.eigh(G)
+        s = evals.clamp_min(0).sqrt()
+        f = torch.where(s > tau, tau / s.clamp_min(1e-300), torch.ones_like(s)) - 1
+        out = (A64 + (A64 @ (V * f.unsqueeze(-2))) @ V.transpose(-1, -2)).to(D.dtype)
+        return out.transpose(-1, -2) if wide else out
     flat_G, flat_A = G.reshape(-1, *G.shape[-2:]), A64.reshape(-1, *A64.shape[-2:])
     import scipy.linalg  # here, not at the top: a claim that never projects does not pay its import
 

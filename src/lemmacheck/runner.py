@@ -36,8 +36,10 @@ from .shards import (
     _crc,
     config_seed,
     current_device,
+    device_min_cost,
     execute_shard,
     explore_configs,
+    placement,
     shard_seed,
 )
 from .stats import draws_to_decide
@@ -198,9 +200,10 @@ def _stop(ex: Executor) -> None:
             proc.terminate()
 
 
-def _task(claim: Claim, j: int, p: ConfigPlan, k: int) -> ShardTask:
+def _task(claim: Claim, j: int, p: ConfigPlan, k: int, device: str | None = None) -> ShardTask:
+    """Shard k of configuration j, on `device` (where its stored shards ran, on resume) or its placement."""
     return ShardTask(str(claim.source), p.definition or claim.snapshot, claim.id, j, k, p.params,
-                     shard_seed(p.seed, k), p.shard_replicates(k))
+                     shard_seed(p.seed, k), p.shard_replicates(k), device or placement(claim, p.params, p.shard_size))
 
 
 def shard_extra(shards: list[ShardRecord], name: str) -> np.ndarray | None:
@@ -295,14 +298,14 @@ def make_executor(workers: int) -> Executor:
     return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
 
 
-def available_memory() -> int:
-    """Bytes this machine can give a run now (MemAvailable, or the GPU's free memory under --device cuda);
-    LEMMACHECK_MEMORY_LIMIT (bytes) overrides it, for a shared machine or a container whose limit /proc does not
-    show."""
+def available_memory(device: str | None = None) -> int:
+    """Bytes this machine can give a run now (MemAvailable, or the GPU's free memory for `device`, by default the
+    run's: --device cuda); LEMMACHECK_MEMORY_LIMIT (bytes) overrides it, for a shared machine or a container whose
+    limit /proc does not show."""
     env = os.environ.get("LEMMACHECK_MEMORY_LIMIT")
     if env:
         return int(float(env))
-    device = current_device()
+    device = device or current_device()
     if device.startswith("cuda") and torch.cuda.is_available():  # shards allocate on the GPU: its free memory
         return int(torch.cuda.mem_get_info(torch.device(device))[0])
     try:
@@ -333,10 +336,14 @@ def memory_estimate(claim: Claim, params: dict[str, float], replicates: int) -> 
 def check_memory(plans: dict[str, tuple[Claim, list[ConfigPlan]]], profile: str, workers: int) -> None:
     """Refuse, before any shard runs, a configuration whose shard needs more memory than each worker can have,
     rather than let the OS kill the run half-way."""
-    budget = available_memory() // max(1, workers)
+    budgets: dict[str, int] = {}  # per device a shard is placed on (the GPU's memory, or the host's)
     for claim, plans_ in plans.values():
         for p in plans_:
             need = memory_estimate(claim, p.params, p.shard_replicates(0))
+            device = placement(claim, p.params, p.shard_size)
+            if device not in budgets:
+                budgets[device] = available_memory(device) // max(1, workers)
+            budget = budgets[device]
             if need > budget:
                 raise LemmacheckError(
                     f"{claim.source}: configuration {p.params} needs about {need / 2**30:.3g} GiB per shard "
@@ -421,6 +428,9 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         run_id = store.begin_run(seed, profile, versions(), device_description(), paths)
         # the box's speed beside its cost: the run's estimator-seconds compare across machines in these units
         store.note_run(run_id, "yardstick", describe(measure()))
+        if current_device() != "cpu":  # each shard's row names its device; this says how they were placed
+            store.note_run(run_id, "placement", f"{current_device()} from an estimated {device_min_cost():g} "
+                           "multiply-adds a shard (shards.shard_cost), else cpu")
     # Every shard of a fixed-size configuration is queued at once; an early-stopping configuration draws one shard
     # at a time, in index order, the next queued first as soon as the last is stored, until its confidence
     # sequence decides. The decision reads only that configuration's stored prefix of shards, so it is the same
@@ -515,7 +525,11 @@ class _Planner:
                 self.sequential[(claim.id, j)] = (claim, j, p)
                 tasks.extend(_next_sequential(self.store, self.run_id, claim, j, p))
                 continue
-            tasks.extend(_task(claim, j, p, k) for k in range(p.n_shards) if (j, k) not in done)
+            todo = [k for k in range(p.n_shards) if (j, k) not in done]
+            # a resumed configuration's missing shards run where its stored ones did, whatever the placement now
+            device = next((s.device for s in self.store.shards(self.run_id, claim.id, j)), None) if (
+                todo and len(todo) < p.n_shards) else None
+            tasks.extend(_task(claim, j, p, k, device) for k in todo)
         return tasks
 
     def extend_sweeps(self, workers: int = 1) -> list[ShardTask]:
@@ -747,8 +761,9 @@ def repro(claim: Claim, params: dict[str, float], cfg_seed: int, replicates: int
     definition = apply_pins(claim, pinned).snapshot
     store.record_plan(run_id, claim.id, str(claim.source), claim.snapshot,
                       [(p.params, p.seed, replicates, shard_size, False, pinned or None)])
+    device = placement(claim, params, shard_size)  # where a run with the same --device ran it
     for k in range(p.n_shards):
         store.write_shard(run_id, execute_shard(ShardTask(str(claim.source), definition, claim.id, 0, k, params,
-                                                          shard_seed(cfg_seed, k), p.shard_replicates(k))))
+                                                          shard_seed(cfg_seed, k), p.shard_replicates(k), device)))
     store.finish_run(run_id)
     return evaluate(store, run_id, [claim])[0]

@@ -78,6 +78,7 @@ class ShardTask:
     params: dict[str, float]
     seed: int
     replicates: int
+    device: str = ""  # where it runs (`placement`); "" places it when it runs (a hunt's probe, a test's shard)
 
 
 def _crc(s: str) -> int:
@@ -201,8 +202,51 @@ def is_bug(error: str | None) -> bool:
 
 
 def current_device() -> str:
-    """The device shards run on: $LEMMACHECK_DEVICE (set by `lemmacheck run/repro --device`), else cpu."""
+    """The device a run was given: $LEMMACHECK_DEVICE (set by `lemmacheck run/repro --device`), else cpu. Each
+    shard then runs there or on the CPU (`placement`)."""
     return os.environ.get("LEMMACHECK_DEVICE", "cpu")
+
+
+# Placement (`--device cuda`): a shard goes to the device when its estimated work reaches this many multiply-adds,
+# else it runs on the worker's CPU core. At small sizes a GPU costs more than it saves (kernel launches, host round
+# trips: the quick profile took 131 s on an H200 with every shard there, 48 s on its 16 CPU cores). A guess until
+# measured on a device (scripts/device_check.sh prints the threshold the measured shards favour);
+# $LEMMACHECK_DEVICE_MIN_COST overrides it: 0 sends every shard to the device, inf none.
+DEVICE_MIN_COST = 1e10
+
+
+def device_min_cost() -> float:
+    env = os.environ.get("LEMMACHECK_DEVICE_MIN_COST")
+    return float(env) if env else DEVICE_MIN_COST
+
+
+def shard_cost(claim: Claim, params: dict[str, float], replicates: int) -> float:
+    """A shard's work, roughly, in multiply-adds. A quantity may register `cost=fn(params, replicates) -> float`
+    (beside `memory`); without one, every input through dense m x m layers at every step: replicates x n x
+    max(m, d)^2 x depth (L or H) x steps (T), a parameter absent counting 1. An over-estimate for estimators that
+    never form the weights (Gaussian conditioning, bidiagonal norms), an under-estimate for O(m^3) searches."""
+    chk = claim.check
+    assert chk is not None
+    values = {**chk.regime_constants, **params}
+    declared = QUANTITIES.get(chk.quantity).extra.get("cost") if chk.quantity in QUANTITIES else None
+    if declared is not None:
+        return float(declared(values, replicates))
+
+    def p(*names: str) -> float:
+        return max([1.0] + [float(values[k]) for k in names if isinstance(values.get(k), (int, float))])
+
+    return replicates * p("n") * p("m", "d") ** 2 * p("L", "H") * p("T")
+
+
+def placement(claim: Claim, params: dict[str, float], shard_size: int, device: str | None = None) -> str:
+    """Where a shard of this configuration runs: on the run's device (`device`, default `current_device()`) when
+    `shard_cost` of a full shard reaches `device_min_cost()`, else on the CPU. A function of the configuration
+    alone, never of load, so every shard of a configuration runs on one device whatever the worker count; the
+    device draws other numbers than the CPU (Philox against mt19937), and each shard's row records where it ran."""
+    device = device or current_device()
+    if device == "cpu" or claim.check is None:
+        return "cpu"
+    return device if shard_cost(claim, params, shard_size) >= device_min_cost() else "cpu"
 
 
 _RETAINING = False
@@ -235,14 +279,15 @@ def retain_freed_memory() -> None:
 def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
     """Run one shard; estimator failures become a recorded error, never a crash of the whole run.
 
-    `device` defaults to $LEMMACHECK_DEVICE (what `--device` sets; worker processes inherit it), else cpu. On a
-    GPU the shard's generator lives on the device (Philox: same law, other draws than the CPU's mt19937) and
-    factory calls inside the estimator allocate there; an estimator that mixes devices records an error."""
-    device = device or current_device()
+    `device` defaults to the task's (`placement`, which `run` and `repro` fill in), else to its placement on
+    $LEMMACHECK_DEVICE (what `--device` sets). On a GPU the shard's generator lives on the device (Philox: same
+    law, other draws than the CPU's mt19937) and factory calls inside the estimator allocate there; an estimator
+    that mixes devices records an error. The record names the device."""
     retain_freed_memory()
     claim = claim_from_snapshot(task.source, task.definition)
     chk = claim.check
     assert chk is not None
+    device = device or task.device or placement(claim, task.params, task.replicates)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     gen = seeded_generator(task.seed) if device == "cpu" else torch.Generator(device).manual_seed(task.seed % 2 ** 63)
@@ -263,7 +308,7 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
                  else to_numpy(obs.valid).reshape(-1).astype(bool))
         extras = {k: to_numpy(v, torch.float64).reshape(-1).tolist() for k, v in obs.extras.items()}
         return ShardRecord(task.claim_id, task.config_index, task.shard_index, value, valid, extras, obs.method,
-                           chk.dtype, time.perf_counter() - t0)
+                           chk.dtype, time.perf_counter() - t0, device=device)
     except Exception as exc:  # noqa: BLE001  (a shard never sinks the run: its error is recorded, the run goes on)
         msg = f"{claim.source}: quantity '{chk.quantity}' at {task.params}: "
         if isinstance(exc, EXPECTED_ERRORS):
@@ -271,7 +316,8 @@ def execute_shard(task: ShardTask, device: str | None = None) -> ShardRecord:
         else:  # anything else is a bug in the estimator: keep where it happened, so the report can name it
             msg += f"{BUG_MARK}{type(exc).__name__}: {exc}\n" + _traceback(exc)
         return ShardRecord(task.claim_id, task.config_index, task.shard_index, np.full(task.replicates, np.nan),
-                           np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg)
+                           np.zeros(task.replicates, bool), {}, "", chk.dtype, time.perf_counter() - t0, msg,
+                           device=device)
     finally:
         torch.set_num_threads(threads)
 

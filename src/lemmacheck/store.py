@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS shards (
     dtype       TEXT NOT NULL,
     seconds     REAL NOT NULL,
     error       TEXT,            -- estimator error message, if the shard failed
+    device      TEXT,            -- where it ran (cpu, cuda:0; its draws depend on it); NULL: written before this
     PRIMARY KEY (run_id, claim_id, config_index, shard_index)
 );
 CREATE TABLE IF NOT EXISTS probes (
@@ -92,6 +93,7 @@ class ShardRecord:
     dtype: str
     seconds: float
     error: str | None = None
+    device: str = "cpu"  # where it ran; "" when a store written before shards recorded it does not say
 
 
 def now() -> str:
@@ -124,6 +126,8 @@ class Store:
             self.db.executescript(SCHEMA)
             if "pinned" not in self._config_columns():  # a store written before configurations recorded it
                 self.db.execute("ALTER TABLE configs ADD COLUMN pinned TEXT")
+            if "device" not in self._shard_columns():  # a store written before shards recorded their device
+                self.db.execute("ALTER TABLE shards ADD COLUMN device TEXT")
             probe_columns = {r[1] for r in self.db.execute("PRAGMA table_info(probes)")}
             for column in ("error", "counterexample"):  # stores written before probes kept them
                 if column not in probe_columns:
@@ -158,6 +162,9 @@ class Store:
 
     def _config_columns(self) -> set[str]:
         return {r[1] for r in self.db.execute("PRAGMA table_info(configs)")}
+
+    def _shard_columns(self) -> set[str]:
+        return {r[1] for r in self.db.execute("PRAGMA table_info(shards)")}
 
     @contextmanager
     def run_lock(self) -> Iterator[None]:
@@ -357,10 +364,11 @@ class Store:
         return {(int(a), int(b)) for a, b in rows}
 
     def write_shard(self, run_id: int, rec: ShardRecord) -> None:
-        self._tx([("INSERT INTO shards VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
-            run_id, rec.claim_id, rec.config_index, rec.shard_index, len(rec.value),
-            np.asarray(rec.value, dtype="<f8").tobytes(), np.asarray(rec.valid, dtype=np.uint8).tobytes(),
-            json.dumps(rec.extras), rec.method, rec.dtype, rec.seconds, rec.error))])
+        sql = ("INSERT INTO shards (run_id, claim_id, config_index, shard_index, replicates, value, valid, extras, "
+               "method, dtype, seconds, error, device) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+        self._tx([(sql, (run_id, rec.claim_id, rec.config_index, rec.shard_index, len(rec.value),
+                         np.asarray(rec.value, dtype="<f8").tobytes(), np.asarray(rec.valid, dtype=np.uint8).tobytes(),
+                         json.dumps(rec.extras), rec.method, rec.dtype, rec.seconds, rec.error, rec.device))])
 
     # read back --------------------------------------------------------------------------------------
     def claim_ids(self, run_id: int) -> list[str]:
@@ -381,11 +389,12 @@ class Store:
                  "pinned": json.loads(r[6]) if r[6] else None} for r in rows]
 
     def shards(self, run_id: int, claim_id: str, config_index: int) -> Iterator[ShardRecord]:
+        device = "device" if "device" in self._shard_columns() else "NULL"  # a read-only store from before it
         rows = self.db.execute(
-            "SELECT shard_index, value, valid, extras, method, dtype, seconds, error FROM shards "
+            f"SELECT shard_index, value, valid, extras, method, dtype, seconds, error, {device} FROM shards "
             "WHERE run_id=? AND claim_id=? AND config_index=? ORDER BY shard_index",
             (run_id, claim_id, config_index))
         for r in rows:
             yield ShardRecord(claim_id, config_index, r[0], np.frombuffer(r[1], dtype="<f8"),
                               np.frombuffer(r[2], dtype=np.uint8).astype(bool), json.loads(r[3]), r[4], r[5],
-                              r[6], r[7])
+                              r[6], r[7], r[8] or "")
