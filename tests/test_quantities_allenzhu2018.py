@@ -413,6 +413,19 @@ def test_sign_change_greedy_is_optimal_against_enumeration():
         assert float(o.value[r]) * 10 * tau1 ** (2 / 3) * m ** (2 / 3) == pytest.approx(best)
 
 
+
+def test_sign_change_greedy_sorts_only_a_prefix_and_counts_as_the_full_sort():
+    """_greedy_flips sorts only the needs that can fit (halving the threshold while the needs below half of it
+    overrun the budget); the count equals the full sort's, also where most needs are candidates (tau1 = 10, tau2 = 0)
+    and where g'_2 alone flips almost every coordinate (tau2 = 5000)."""
+    m = 20000
+    gt = torch.randn(6, m, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * math.sqrt(2 / m)
+    for tau1, tau2 in ((0.1, 0.0), (1.0, 1.0), (10.0, 0.0), (10.0, 100.0), (10.0, 5000.0)):
+        budget, t = tau1 ** 2 / m, tau2 / m
+        srt = (gt.abs() - t).clamp_min(0).sort(dim=-1).values
+        full = ((srt ** 2).cumsum(-1) <= budget * (1 - 1e-12)).sum(-1).to(torch.float64)
+        assert torch.equal(q._greedy_flips(gt, budget, t), full), (tau1, tau2)
+
 def test_split_sup_is_a_lower_estimate_close_to_the_true_sup_in_two_dimensions():
     o = obs("az-split-sup", {"m": 64, "n": 2}, R=3, seed=10)
     W = torch.randn(3, 64, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64) * math.sqrt(2 / 64)
