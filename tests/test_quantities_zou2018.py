@@ -158,6 +158,27 @@ def test_masked_product_norm_matches_explicit_products():
         assert abs(out[r].item() - best) < 1e-10 * best
 
 
+def test_masked_gram_recursion_matches_every_explicit_product():
+    """The Gram recursion (d >= m, every pair l1 < l2 and input i): never below the SVD of the explicit product, above
+    it by rounding only; the estimator takes it for every l1 here (m_{l1-1} >= later widths, n > 1)."""
+    params = {"m": 6, "L": 4, "n": 3, "d": 9}
+    c = ctx(params, R=3, seed=11)
+    Ws, X = zq._init(c)
+    fwd = net.forward(Ws, X)
+    wnorm = {l: torch.linalg.matrix_norm(Ws[l - 1], ord=2) * (1 + 1e-12) for l in range(2, 5)}
+    for l1 in range(1, 4):
+        got = zq._masked_gram_norms(Ws, fwd, l1, wnorm)
+        for k, l2 in enumerate(range(l1 + 1, 5)):
+            for r, i in itertools.product(range(3), range(3)):
+                P = Ws[l1 - 1][r].T.numpy()
+                for q in range(l1 + 1, l2 + 1):
+                    P = Ws[q - 1][r].T.numpy() @ np.diag(fwd.mask(q - 1)[r, i].numpy()) @ P
+                exact = np.linalg.svd(P, compute_uv=False)[0]
+                assert exact <= got[k][r, i].item() <= exact * (1 + 1e-10)
+    out = est("masked-product-norm", ctx(params, R=3, seed=11))
+    assert out.method == "masked Gram recursion, top eigenvalue (rounded up)"
+
+
 def test_perturbed_weight_norm_is_norm_plus_tau():
     params = {"m": 8, "L": 3, "n": 2, "d": 4, "tau": 0.3}
     out = est("perturbed-weight-norm", ctx(params, R=4, seed=10)).value
