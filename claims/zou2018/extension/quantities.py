@@ -104,7 +104,10 @@ def forward_perturbation(ctx: Context) -> Observation:
     return Observation(value, valid=valid, extras={"found_by": found}, method=f"search={ctx.search}")
 
 
-TRACK_MIN = 128  # matrices with both sides at least this project through linalg.BallTracker in the ascent
+# Matrices with both sides at least this project through linalg.BallTracker in the ascent, smaller ones densely
+# (clip_spectral): one Lemma B.2 shard took 5.0 CPU s tracked vs 1.3 dense at m = 128 (L = 5), 7.5 vs 5.5 at m = 256;
+# about equal at 512, the tracker 1.5x faster at 1024 (L = 2, one replicate)
+TRACK_MIN = 512
 
 
 def _rank_one(S: torch.Tensor, tol: float = 1e-13) -> tuple[torch.Tensor, torch.Tensor] | None:
