@@ -128,6 +128,8 @@ def fresh_norm(ctx: Context) -> Observation:
 
 def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor, leading_w: bool) -> torch.Tensor:
     """max over i and L ≥ ℓ2 ≥ ℓ1 ≥ 1 of ||[W_lead] D_{ℓ2} W_in ⋯ D_{ℓ1} W_in||_2 (exact: linalg.operator_norm)."""
+    if not leading_w:
+        return _compact_segment_norms(W_in, D)
     L = D.shape[2] - 1
     best = torch.zeros(W_in.shape[0], dtype=W_in.dtype)
     shared = leading_w and W_lead is W_in  # then W_lead P_{l2} is the next segment's product before its mask
@@ -140,6 +142,34 @@ def _all_segment_norms(W_lead: torch.Tensor, W_in: torch.Tensor, D: torch.Tensor
             M = net.left_mul(W_lead, P) if leading_w else P
             WP = M if shared else None
             best = torch.maximum(best, operator_norm(M).amax(-1))
+    return best
+
+
+def _compact_segment_norms(W: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """max over i and L >= l2 >= l1 >= 1 of ||D_{l2} W ... D_{l1} W||_2, each product kept as its rows where D_{l2} = 1
+    and built from the blocks W[S_l, S_{l-1}] (S_l the ones of D_l, padded with a zero row and column to the batch's
+    largest count): the masked rows and columns hold exact zeros, which change no norm, and at about m/2 rows the
+    products, the Grams and their eigensolver cost 3-4x less than at m (the same norms to rounding, ~1e-15)."""
+    R, n, _, m = D.shape
+    L = D.shape[2] - 1
+    # per (replicate, sample, layer) the indices of D's ones, ascending, then m: the zero row / column of Wz
+    idx = torch.where(D > 0, torch.arange(m), m).sort(-1).values
+    counts = (D > 0).sum(-1).amax((0, 1)).tolist()
+    S = [idx[:, :, l, :max(counts[l], 1)] for l in range(L + 1)]  # (R, n, k_l)
+    Wz = torch.nn.functional.pad(W, (0, 1, 0, 1)).unsqueeze(1).expand(R, n, m + 1, m + 1)
+
+    def rows(l: int) -> torch.Tensor:  # rows S_l of W (and its zero column), (R, n, k_l, m + 1)
+        return Wz.gather(2, S[l].unsqueeze(-1).expand(-1, -1, -1, m + 1))
+
+    blocks = [None, None] + [rows(l).gather(3, S[l - 1].unsqueeze(-2).expand(-1, -1, S[l].shape[-1], -1))
+                             for l in range(2, L + 1)]  # W[S_l, S_{l-1}], (R, n, k_l, k_{l-1})
+    best = torch.zeros(R, dtype=W.dtype)
+    for l1 in range(1, L + 1):
+        P = rows(l1)[..., :m]  # D_{l1} W, its nonzero rows
+        for l2 in range(l1, L + 1):
+            if l2 > l1:
+                P = blocks[l2] @ P
+            best = torch.maximum(best, operator_norm(P).amax(-1))
     return best
 
 
