@@ -952,7 +952,8 @@ def masked_norm_preservation_tstat(ctx: Context) -> Observation:
     x = torch.nn.functional.normalize(ctx.randn(R, d), dim=-1)
     a = ctx.randn(R, d)
     perp = a - (a * x).sum(-1, keepdim=True) * x
-    W = ctx.randn(R, K, d, m) * math.sqrt(2.0 / m)  # the same K draws serve the three alphas (each |t| is valid)
+    # the same K draws serve the three alphas (each |t| is valid); scaled in place: no second (R, K, d, m) buffer
+    W = ctx.randn(R, K, d, m).mul_(math.sqrt(2.0 / m))
     alphas = (a, x * 1.7, perp)
     # every projection of every draw in one batched product: W (the bulk of the memory) is read once, not four times
     proj_all = torch.stack((x, *alphas), 1).unsqueeze(1) @ W  # (R, K, 4, m)
