@@ -188,6 +188,19 @@ def test_perturbed_weight_norm_is_norm_plus_tau():
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
 
 
+def test_max_layer_norm_equals_the_max_of_exact_norms_when_the_guess_is_wrong():
+    """_max_layer_norm certifies the other layers below the one that looks largest; where the look is wrong (a
+    spike's Frobenius-based guess is below a Gaussian layer's though its norm is above) it must still return the
+    max of `spectral_norm`'s values, exactly."""
+    g = torch.Generator().manual_seed(13)
+    Ws = net.init(g, 6, [70, 80, 90, 80])
+    u, v = torch.randn(6, 90, 1, generator=g, dtype=torch.float64), torch.randn(6, 1, 80, generator=g, dtype=torch.float64)
+    spike = u @ v / (u.norm(dim=(-2, -1), keepdim=True) * v.norm(dim=(-2, -1), keepdim=True))
+    Ws[2] = Ws[2] * 0.5 + spike * torch.tensor([0.5, 3.5, 4.0, 5.0, 0.1, 6.0], dtype=torch.float64).reshape(6, 1, 1)
+    ref = torch.stack([zq.spectral_norm(W)[0] for W in Ws], -1).amax(-1)
+    assert torch.equal(zq._max_layer_norm(Ws), ref)
+
+
 def test_greedy_flips_respect_budget_and_are_exact_at_layer_one():
     """||Delta_l||_2 <= tau; and at layer 1 the greedy count equals the brute-force maximum number of sign flips
     reachable by a rank-one move of W_1^T x with ||delta|| <= tau ||x|| (which is the exact sup over the ball)."""
