@@ -437,7 +437,7 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
     # for any executor and any order of completion.
     # Hunts go to the pool first, beside the shards of claims that need none; a claim that hunts is planned (and
     # its plan recorded) when its hunt returns, and a resumed run reads that recorded plan instead of hunting again.
-    planner = _Planner(store, run_id, claims, profile, seed)
+    planner = _Planner(store, run_id, claims, profile, seed, workers)
     shards: list[ShardTask] = []
     hunts: list[HuntTask] = []
     for claim in claims:
@@ -464,10 +464,9 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
         if progress is not None:
             progress.planned(queue)
         _drain(pool, queue, store, run_id, progress, planner.hunt_returned, planner.follow)
-        for _ in range(EXTEND_ROUNDS):  # scaling sweeps whose slope falls: doubled until the top decides
-            more = planner.extend_sweeps(workers)
-            if not more:
-                break
+        # a scaling claim's sweep is extended as soon as its own shards are stored (planner.follow), beside the
+        # rest of the run; what a resumed run finds already drawn is extended here
+        while more := planner.extend_sweeps():
             if progress is not None:
                 progress.planned(more)
             _drain(pool, more, store, run_id, progress, planner.hunt_returned, planner.follow)
@@ -490,6 +489,8 @@ def run_claims(claims: list[Claim], store: Store, *, profile: str = "quick", see
 # times the declared or floor memory of one draw), not measured seconds: the plan, and so every verdict, stays the same
 # whatever the executor, worker count or machine load. A claim still undecided reads inconclusive, its reason naming
 # the sweep that would decide. A configuration's seed comes from its parameters, so a resumed run extends the same way.
+# Each round starts when the claim's own shards so far are all stored, while the rest of the run goes on: a round
+# reads only that claim's shards, so the rounds, and the verdict, are those of a run that extended at its end.
 EXTEND_ROUNDS = 4
 EXTEND_COST = 2.0
 
@@ -499,8 +500,8 @@ class _Planner:
     hunt returns on the pool; a hunted counterexample's dataset is then replayed on every claim of the run that
     shares its setting (corpus.replay_on), as one more configuration of that claim, appended to its plan."""
 
-    def __init__(self, store: Store, run_id: int, claims: list[Claim], profile: str, seed: int):
-        self.store, self.run_id, self.profile, self.seed = store, run_id, profile, seed
+    def __init__(self, store: Store, run_id: int, claims: list[Claim], profile: str, seed: int, workers: int = 1):
+        self.store, self.run_id, self.profile, self.seed, self.workers = store, run_id, profile, seed, workers
         self.by_id = {c.id: c for c in claims}
         # early-stopping configurations by (claim id, index): drawn one shard at a time
         self.sequential: dict[tuple[str, int], tuple[Claim, int, ConfigPlan]] = {}
@@ -508,7 +509,9 @@ class _Planner:
         self.waiting: dict[str, list[ConfigPlan]] = {}  # replays for claims whose own hunt has not returned yet
         self.hunt_cost: dict[str, float] = {}
         self.sweep_cost: dict[str, tuple[int, int]] = {}  # a scaling claim's own sweep: (cost, configurations)
-        self.extending: set[str] | None = None  # the claims the last round of extension extended (None: none ran)
+        self.rounds: dict[str, int] = {}  # a scaling claim's rounds of sweep extension so far
+        self.extended: set[str] = set()  # scaling claims whose extension is over (no round left, or none needed)
+        self.queued: collections.Counter[str] = collections.Counter()  # a claim's shards queued, not yet stored
 
     def admit(self, claim: Claim, claim_plans: list[ConfigPlan], first: int = 0) -> list[ShardTask]:
         """Record the claim's plan; the shards of its configurations from index `first` on that are not stored:
@@ -530,63 +533,78 @@ class _Planner:
             device = next((s.device for s in self.store.shards(self.run_id, claim.id, j)), None) if (
                 todo and len(todo) < p.n_shards) else None
             tasks.extend(_task(claim, j, p, k, device) for k in todo)
+        self.queued[claim.id] += len(tasks)
         return tasks
 
-    def extend_sweeps(self, workers: int = 1) -> list[ShardTask]:
-        """The shards of one round of sweep extension (see EXTEND_ROUNDS) over the admitted scaling claims."""
-        tasks: list[ShardTask] = []
-        extended: set[str] = set()
-        budget = available_memory() // max(1, workers)
-        for cid, plans in list(self.plans.items()):
-            claim = self.by_id[cid]
-            if claim.mode != "scaling" or (self.extending is not None and cid not in self.extending):
-                continue
-            res = evaluate(self.store, self.run_id, [claim])[0]
-            extend = (res.scaling or {}).get("extend") or {}
-            if not extend or res.verdict == "violated":
-                continue
-            work = [memory_estimate(claim, p.params, p.replicates) for p in plans]
-            base, spent = self.sweep_cost.setdefault(cid, (sum(work), len(plans)))
-            spent = sum(work[spent:])  # what earlier rounds added
-            extra: list[ConfigPlan] = []
-            for k, value in extend.items():
-                p_def = claim.params.get(k)
-                if p_def is None or (p_def.high is not None and value > p_def.high) or (
-                        p_def.low is not None and value < p_def.low):
-                    continue  # never beyond the declared range
-                own = [p for p in plans if not p.definition and k in p.params]
-                if not own:
-                    continue
-                toward_zero = value < max(float(p.params[k]) for p in own)
-                edge = (min if toward_zero else max)(float(p.params[k]) for p in own)
-                for p in own:
-                    if float(p.params[k]) != edge:
-                        continue
-                    params = dict(p.params, **{k: int(value) if float(value).is_integer() else value})
-                    if any(q.params == params for q in plans + extra):
-                        continue
-                    cost = memory_estimate(claim, params, p.replicates)
-                    if spent + cost > EXTEND_COST * base:
-                        continue
-                    if memory_estimate(claim, params, min(p.shard_size, p.replicates)) > budget:
-                        continue
-                    spent += cost
-                    extra.append(ConfigPlan(params, config_seed(self.seed, claim.id, params, self.profile),
-                                            p.replicates, p.shard_size, False))
-            if extra:
-                extended.add(cid)
-                tasks += self.admit(claim, plans + extra, first=len(plans))
-        self.extending = extended  # a later round looks again only at the claims this one extended
+    def extend_sweeps(self) -> list[ShardTask]:
+        """One round of sweep extension (see EXTEND_ROUNDS) for every admitted scaling claim whose shards are all
+        stored and whose extension is not over (follow starts the rounds of the others as their shards land)."""
+        return [t for cid in list(self.plans) if not self.queued[cid] for t in self._extend(cid)]
+
+    def _extend(self, cid: str) -> list[ShardTask]:
+        """The claim's next round of sweep extension, its own shards being stored: [] (and its extension over)
+        for a claim that is not scaling, is violated, is out of rounds, or whose sweep needs no extension."""
+        claim = self.by_id[cid]
+        if claim.mode != "scaling" or cid in self.extended:
+            return []
+        tasks = self._extension_round(claim, self.plans[cid])
+        self.rounds[cid] = self.rounds.get(cid, 0) + 1
+        if not tasks or self.rounds[cid] >= EXTEND_ROUNDS:
+            self.extended.add(cid)
         return tasks
+
+    def _extension_round(self, claim: Claim, plans: list[ConfigPlan]) -> list[ShardTask]:
+        """The shards of the configurations one round adds to the claim's sweep (see EXTEND_ROUNDS)."""
+        cid = claim.id
+        budget = available_memory() // max(1, self.workers)
+        res = evaluate(self.store, self.run_id, [claim])[0]
+        extend = (res.scaling or {}).get("extend") or {}
+        if not extend or res.verdict == "violated":
+            return []
+        work = [memory_estimate(claim, p.params, p.replicates) for p in plans]
+        base, spent = self.sweep_cost.setdefault(cid, (sum(work), len(plans)))
+        spent = sum(work[spent:])  # what earlier rounds added
+        extra: list[ConfigPlan] = []
+        for k, value in extend.items():
+            p_def = claim.params.get(k)
+            if p_def is None or (p_def.high is not None and value > p_def.high) or (
+                    p_def.low is not None and value < p_def.low):
+                continue  # never beyond the declared range
+            own = [p for p in plans if not p.definition and k in p.params]
+            if not own:
+                continue
+            toward_zero = value < max(float(p.params[k]) for p in own)
+            edge = (min if toward_zero else max)(float(p.params[k]) for p in own)
+            for p in own:
+                if float(p.params[k]) != edge:
+                    continue
+                params = dict(p.params, **{k: int(value) if float(value).is_integer() else value})
+                if any(q.params == params for q in plans + extra):
+                    continue
+                cost = memory_estimate(claim, params, p.replicates)
+                if spent + cost > EXTEND_COST * base:
+                    continue
+                if memory_estimate(claim, params, min(p.shard_size, p.replicates)) > budget:
+                    continue
+                spent += cost
+                extra.append(ConfigPlan(params, config_seed(self.seed, claim.id, params, self.profile),
+                                        p.replicates, p.shard_size, False))
+        return self.admit(claim, plans + extra, first=len(plans)) if extra else []
 
     def is_chain(self, task: ShardTask) -> bool:
         """Whether the shard is one of an early-stopping configuration's."""
         return (task.claim_id, task.config_index) in self.sequential
 
     def follow(self, task: ShardTask) -> list[ShardTask]:
-        """The next wave of the early-stopping configuration `task` drew for, while it is undecided."""
+        """What follows a stored shard: the next wave of the early-stopping configuration `task` drew for, while it
+        is undecided; the next round of its claim's sweep extension, when this was the claim's last queued shard."""
+        self.queued[task.claim_id] -= 1
         chain = self.sequential.get((task.claim_id, task.config_index))
-        return [] if chain is None else _next_sequential(self.store, self.run_id, *chain, stored=task)
+        after = [] if chain is None else _next_sequential(self.store, self.run_id, *chain, stored=task)
+        self.queued[task.claim_id] += len(after)
+        if not self.queued[task.claim_id] and task.claim_id in self.plans:
+            after += self._extend(task.claim_id)
+        return after
 
     def hunt_returned(self, task: HuntTask, returned: tuple) -> list[ShardTask]:
         """run_hunt_task's (configs, probe cells, counterexample, seconds), with an error text after them when
