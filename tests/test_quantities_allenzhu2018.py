@@ -108,6 +108,16 @@ def test_truncated_squares_mean_and_relu_norm_readings():
     assert float(obs("az-relu-norm-deviation", {"m": 4000}, {"which": "A.10"}, R=50).value.max()) < 0.1
 
 
+def test_tie_ranks_are_searchsorted_left_and_right_on_sorted_rows_with_ties():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 500, generator=g, dtype=torch.float64)
+    for rows in (x, x.round(decimals=1), x.clamp_min(0), torch.zeros(2, 7), torch.ones(1, 1)):
+        xs = rows.sort(-1).values
+        below, upto = q._tie_ranks(xs)
+        assert torch.equal(below, torch.searchsorted(xs, xs, right=False))
+        assert torch.equal(upto, torch.searchsorted(xs, xs, right=True))
+
+
 def test_ks_statistic_matches_scipy_and_handles_atoms():
     g = torch.Generator().manual_seed(2)
     x = torch.randn(3, 400, generator=g, dtype=torch.float64)
