@@ -349,7 +349,10 @@ def masked_product_norm(ctx: Context) -> Observation:
             norms = []
             P = Ws[l1 - 1].transpose(-1, -2).unsqueeze(1).expand(-1, n, -1, -1)  # W_{l1}^T: m_{l1} x m_{l1-1}
             for l2 in range(l1 + 1, L + 1):
-                P = Ws[l2 - 1].transpose(-1, -2).unsqueeze(1) @ (fwd.mask(l2 - 1).unsqueeze(-1) * P)
+                # W_{l2}^T Sigma P over the active units S only (W_{l2}[S]^T P[S]): half the product's flops
+                W, mask = Ws[l2 - 1], fwd.mask(l2 - 1) > 0
+                P = torch.stack([torch.stack([W[r][mask[r, i]].transpose(0, 1) @ P[r, i][mask[r, i]]
+                                              for i in range(n)]) for r in range(W.shape[0])])
                 s, meth = spectral_norm(P)
                 methods.add(meth)
                 norms.append(s)
