@@ -646,3 +646,18 @@ def test_telescoped_backward_difference_equals_subtraction_and_stays_linear_at_t
         assert set(structured) == set(general)
         for key, v in structured.items():
             torch.testing.assert_close(v, general[key], rtol=1e-12, atol=0)
+
+
+def test_forward_perturbation_at_horizon_one_is_zero_without_a_search_and_the_search_agrees():
+    """At L = 1 W multiplies h_0 = 0 alone, so the estimator returns the sup 0 without searching; the search itself
+    (maximise, as at L >= 2) finds exactly that, and at L = 2 the change is positive."""
+    for which in ("h", "g", "dg"):
+        o = obs("rnn-forward-perturbation", dict(P, L=1), {"which": which, "steps": 2}, R=3, search="adversarial")
+        assert torch.equal(o.value, torch.zeros(3, dtype=torch.float64)) and torch.equal(o.extras["found_by"], o.value)
+        ctx = Context("t", dict(P, L=1), 3, torch.Generator().manual_seed(0), inputs_spec=INP)
+        W, A, B, X = q._setup(ctx)
+        f0 = net.forward(W, A, B, X)
+        target = lambda Ws, w=which, f0=f0, A=A, B=B, X=X: q._change(w, f0, net.forward(Ws[0], A, B, X))
+        val, _ = q.maximise(target, [W], 1.0 / math.sqrt(32), "adversarial", ctx.generator, steps=2)
+        assert torch.equal(val, o.value)
+    assert float(obs("rnn-forward-perturbation", dict(P, L=2), {"steps": 2}, R=3, search="adversarial").value.min()) > 0

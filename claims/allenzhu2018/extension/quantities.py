@@ -314,6 +314,9 @@ def forward_perturbation(ctx: Context) -> Observation:
     which = ctx.arg("which", "h")
     if which not in ("h", "g", "dg"):
         raise EstimatorError(f"args.which = {which!r}: one of h, g, dg (flip counts: rnn-pattern-changes)")
+    if f0.L == 1:  # W multiplies h_0 = 0 alone: no W' moves h_1 or g_1, the sup is 0 (what the search finds, at its cost)
+        zero = torch.zeros(ctx.replicates, dtype=ctx.dtype)
+        return Observation(zero, extras={"found_by": torch.zeros_like(zero)}, method=f"search={ctx.search}")
     value, found = maximise(lambda Ws: _change(which, f0, net.forward(Ws[0], A, B, X)), [W], _radius(ctx),
                             ctx.search, ctx.generator, steps=int(ctx.arg("steps", 20)))
     return Observation(value, extras={"found_by": found}, method=f"search={ctx.search}")
