@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from conftest import NORM_CLAIM
 from lemmacheck.cli import main
 
@@ -41,6 +43,12 @@ def test_run_json_contract_and_exit_codes(tmp_path, claims_dir, capsys):
     # the box's speed is recorded with the run (lemmacheck.yardstick), so its cost compares across machines
     assert re.fullmatch(r"float64 GEMM [\d.]+ GFLOP/s, float64 randn [\d.]+ M/s \(one thread, best of 3\)",
                         doc["run"]["versions"]["yardstick"])
+    # and where its time went: the parts add up to the shards' estimator seconds, the run's wall time is stated
+    cost = doc["run"]["cost"]
+    assert cost["shards"] > 0 and cost["wall_s"] is not None and cost["wall_s"] >= 0
+    assert abs(sum(cost["estimator_s_by_part"].values()) - cost["estimator_s"]) < 0.2
+    assert cost["estimator_s"] == pytest.approx(sum(cfg["seconds"] for c in doc["claims"] for cfg in c["configs"]),
+                                                abs=0.2)
     c = doc["claims"][0]
     assert CLAIM_KEYS <= set(c) and c["verdict"] == "holds" and c["mode"] == "probabilistic"
     assert all(CONFIG_KEYS <= set(cfg) for cfg in c["configs"])

@@ -66,7 +66,7 @@ grid = { q = [0.9, 0.99, 0.999] }
 def _stable(doc: dict) -> dict:
     """The run JSON without what legitimately differs between runs: timestamps, ids, timings and the box's speed."""
     doc = json.loads(json.dumps(doc))
-    for k in ("started", "finished", "run_id"):
+    for k in ("started", "finished", "run_id", "cost"):
         doc["run"].pop(k, None)
     doc["run"].get("versions", {}).pop("yardstick", None)  # the box's measured speed, like a timing
     for c in doc["claims"]:

@@ -191,7 +191,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
     from .progress import RunProgress
     from .runner import evaluate, run_claims
-    from .summary import run_json, table
+    from .summary import cost_text, run_json, table
 
     paths = sorted(str(Path(p)) for p in (a.paths or ["claims"]))
     progress = RunProgress(claims, verbose=a.verbose, mode=_progress_mode(a))
@@ -212,11 +212,14 @@ def _run_into(a: argparse.Namespace, claims, errors, store) -> int:
             executor.shutdown(wait=False)
     results = evaluate(store, run_id, claims)
     doc = run_json(store.run_info(run_id), results)
+    doc["run"]["cost"] = store.cost(run_id)  # where the time went (docs/performance.md)
     if getattr(a, "collect", None) is not None:  # run --seeds: one seed of several, its document handed back
         a.collect.append(doc)
     human = _emit_json(doc, a.json)
     if not (a.quiet and human is sys.stderr):
         print(table(results), file=human)
+    if not a.quiet:
+        _err(cost_text(doc["run"]["cost"]))
     if a.report:
         from .progress import Progress
         from .report import build_report

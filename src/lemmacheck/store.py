@@ -7,6 +7,7 @@ are kept (as float64 blobs) so every statistic, plot and verdict can be recomput
 
 from __future__ import annotations
 
+import calendar
 import fcntl
 import json
 import os
@@ -293,6 +294,32 @@ class Store:
             raise KeyError(f"{self.path}: no run {run_id}")
         return {"run_id": row[0], "seed": row[1], "profile": row[2], "started": row[3], "finished": row[4],
                 "versions": json.loads(row[5]), "device": row[6]}
+
+    def cost(self, run_id: int) -> dict[str, Any]:
+        """Where a run's time went: estimator seconds of its shards (wall seconds inside each shard, summed over
+        workers) split into the configurations' planned draws, the draws past them (early-stopping configurations
+        drawing on until decided) and hunted or replayed configurations; its hunts' CPU seconds; the run's wall
+        seconds once finished. With the yardstick in its versions, what a profile costs compares across boxes."""
+        rows = self.db.execute(
+            "SELECT s.seconds, s.shard_index * c.shard_size >= c.replicates, c.pinned IS NOT NULL FROM shards s "
+            "JOIN configs c ON c.run_id = s.run_id AND c.claim_id = s.claim_id AND c.config_index = s.config_index "
+            "WHERE s.run_id=?", (run_id,)).fetchall()
+        parts = {"planned draws": 0.0, "draws past the planned (until decided)": 0.0,
+                 "hunted and replayed configurations": 0.0}
+        for seconds, past, pinned in rows:
+            key = ("hunted and replayed configurations" if pinned else
+                   "draws past the planned (until decided)" if past else "planned draws")
+            parts[key] += seconds
+        hunts = self.db.execute("SELECT count(*), coalesce(sum(seconds), 0) FROM probes WHERE run_id=?",
+                                (run_id,)).fetchone() if self._has_probes() else (0, 0.0)
+        info = self.db.execute("SELECT started, finished FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        wall = None
+        if info and info[1]:
+            fmt = "%Y-%m-%dT%H:%M:%SZ"
+            wall = calendar.timegm(time.strptime(info[1], fmt)) - calendar.timegm(time.strptime(info[0], fmt))
+        return {"wall_s": wall, "shards": len(rows), "estimator_s": round(sum(parts.values()), 1),
+                "estimator_s_by_part": {k: round(v, 1) for k, v in parts.items()},
+                "hunts": int(hunts[0]), "hunt_cpu_s": round(float(hunts[1]), 1)}
 
     def latest_run(self) -> int | None:
         row = self.db.execute("SELECT max(run_id) FROM runs").fetchone()

@@ -145,6 +145,15 @@ def run_json(run_info: dict[str, Any], results: list[ClaimResult]) -> dict[str, 
     return {"run": run, "claims": [claim_json(r) for r in results]}
 
 
+def cost_text(cost: dict[str, Any]) -> str:
+    """One line: a run's wall time and where its estimator and hunt seconds went (Store.cost)."""
+    wall = cost.get("wall_s")
+    head = f"cost: wall {wall // 60:.0f} min {wall % 60:02.0f} s; " if wall is not None else "cost: "
+    parts = ", ".join(f"{k} {v:,.0f}" for k, v in cost["estimator_s_by_part"].items() if v)
+    return (head + f"estimator {cost['estimator_s']:,.0f} s over {cost['shards']:,} shards ({parts or 'none'}); "
+            f"{cost['hunts']} hunts {cost['hunt_cpu_s']:,.0f} CPU s")
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     if x is None:
         return "-"
