@@ -221,6 +221,42 @@ def conditional_features(gen: torch.Generator, X: torch.Tensor, m: int, L: int, 
     return hs
 
 
+def conditional_back_operators(gen: torch.Generator, X: torch.Tensor, m: int, d: int, L: int,
+                               alpha: float) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(h_0..h_L, J_0..J_L) at the n inputs at initialisation, J_l = D_l Back_{l+1}^T (R, n, m, d) as `back_operators`
+    gives it, WITHOUT materialising A or any W_l (exact in distribution): O((n d)^2 m) per layer instead of m^2.
+
+    The forward as `conditional_features` (g_l = W_l h_{l-1} drawn given h_{l-1}); B is drawn; then down the layers
+    W_l^T J_l from W_l = G H^+ + W~ (I - P): H (n x m) the rows h_{i,l-1} the forward fixed, G = W_l H^T their image,
+    P the projection on their span, and W~ (I - P) independent of the forward and of J_l (which depends on the layers
+    above), so W~^T K ~ sqrt(2/m) Xi (K^T K)^{1/2} for the m x nd stack K of the J_{i,l} (Xi iid N(0, 1))."""
+    alpha = check_alpha(alpha)
+    R, n = X.shape[:2]
+    hs, gs, h = [], [], X
+    for l in range(L + 1):
+        var = 1.0 / m if l == 0 else 2.0 / m
+        E = torch.randn(R, n, m, generator=gen, dtype=X.dtype)
+        g = (psd_sqrt(h @ h.transpose(-1, -2)) * math.sqrt(var)) @ E  # row i: (W_l h_{i,l-1}) over the m neurons
+        h = g if l == 0 else act(g, alpha)
+        gs.append(g)
+        hs.append(h)
+    B = torch.randn(R, d, m, generator=gen, dtype=X.dtype) * math.sqrt(1.0 / d)
+    J = slope(gs[L], alpha).unsqueeze(-1) * B.transpose(-1, -2).unsqueeze(1)  # D_L B^T, (R, n, m, d)
+    Js = [J]
+    for l in range(L, 0, -1):
+        H = hs[l - 1]
+        Hp = torch.linalg.pinv(H @ H.transpose(-1, -2), hermitian=True) @ H  # (H H^T)^+ H: P = H^T Hp
+        K = J.permute(0, 2, 1, 3).reshape(R, m, n * d)
+        Xi = torch.randn(R, m, n * d, generator=gen, dtype=X.dtype)
+        F = (Xi @ psd_sqrt(K.transpose(-1, -2) @ K)) * math.sqrt(2.0 / m)  # W~^T K in law
+        F = F - Hp.transpose(-1, -2) @ (H @ F)  # (I - P) W~^T K
+        WtJ = F.reshape(R, m, n, d).permute(0, 2, 1, 3) + torch.einsum("rkm,rikd->rimd", Hp,
+                                                                       torch.einsum("rkm,rimd->rikd", gs[l], J))
+        J = (slope(gs[l - 1], alpha) if l > 1 else torch.ones_like(gs[0])).unsqueeze(-1) * WtJ
+        Js.append(J)
+    return hs, Js[::-1]
+
+
 # ---- infinite-width kernels (reference facts D3/E5: the arc-cosine kernels generalised to σ̃_α) ----
 
 def _angle(rho: torch.Tensor) -> torch.Tensor:

@@ -204,23 +204,26 @@ def back_operator_norm(ctx: Context) -> Observation:
                      networks=NET)
 def sample_gradient_norm(ctx: Context) -> Observation:
     X = _inputs(ctx)
-    A, Ws, B = _init(ctx, X)
-    fwd = net.forward(A, Ws, B, X, _alpha(ctx))
     mode = ctx.arg("v", "sup")
+    if mode not in ("sup", "inf", "random"):
+        raise EstimatorError(f"args.v = {mode!r}: one of sup, inf, random")
+    if ctx.arg("sampler", "conditional") == "full":
+        A, Ws, B = _init(ctx, X)
+        fwd = net.forward(A, Ws, B, X, _alpha(ctx))
+        hs, J, how = fwd.h, net.back_operators(Ws, B, fwd), "full network"
+    else:  # the value depends on the W_l only through the forward and the back operators: no m x m draw
+        hs, J = net.conditional_back_operators(ctx.generator, X, ctx.i("m"), ctx.i("d", 1), ctx.i("L"), _alpha(ctx))
+        how = "Gaussian-conditioning sampler (exact in law)"
     if mode == "random":
         v = ctx.randn(ctx.replicates, X.shape[1], ctx.i("d", 1))
-        zs = net.backward_vectors(Ws, B, fwd, v)
-        gains = [z.norm(dim=-1) ** 2 / (v.norm(dim=-1) ** 2) for z in zs]
-    elif mode in ("sup", "inf"):
-        J = net.back_operators(Ws, B, fwd)  # (R, n, m, d)
-        sv = [torch.linalg.svdvals(j) for j in J]
-        gains = [(s[..., 0] if mode == "sup" else s[..., -1]) ** 2 for s in sv]
+        gains = [(j @ v.unsqueeze(-1)).squeeze(-1).norm(dim=-1) ** 2 / (v.norm(dim=-1) ** 2) for j in J]
     else:
-        raise EstimatorError(f"args.v = {mode!r}: one of sup, inf, random")
-    G = torch.stack([gains[l] * fwd.h[l - 1].norm(dim=-1) ** 2 for l in range(1, fwd.L + 1)], -1)  # (R, n, L)
+        sv = [torch.linalg.svdvals(j) for j in J]  # J (R, n, m, d)
+        gains = [(s[..., 0] if mode == "sup" else s[..., -1]) ** 2 for s in sv]
+    G = torch.stack([gains[l] * hs[l - 1].norm(dim=-1) ** 2 for l in range(1, len(hs))], -1)  # (R, n, L)
     G = G.flatten(1)
     value = G.amin(-1) if ctx.arg("reduce", "max") == "min" else G.amax(-1)
-    return Observation(value, method=f"exact ({mode} over v)")
+    return Observation(value, method=f"exact ({mode} over v); {how}")
 
 
 # ---------------------------------------------------------------- gradients and Gram matrices
