@@ -52,16 +52,17 @@ def test_help_imports_neither_torch_nor_sympy():
         assert not _imported(res["modules"], heavy), f"`lemmacheck --help` imports {heavy}"
 
 
-def test_one_claim_repro_imports_no_report_dask_or_hypothesis():
+def test_one_claim_repro_imports_no_sympy_scipy_report_dask_or_hypothesis():
     params = json.dumps({"m": 64, "L": 3, "n": 4, "d": 8, "phi": 0.1, "delta": 0.1, "alternate": 0})
     res = _modules("repro", "zou2018/theorem-5.1-i/layer-output-norm", "--params", params, "--seed", "1",
                    "--replicates", "4", "--shard-size", "4")
     assert res["code"] == 0 and "zou2018/theorem-5.1-i/layer-output-norm" in res["out"]
     assert _imported(res["modules"], "torch")  # the probe ran the estimator
-    # (lemmacheck.hunt itself is light: the runner replays a hunted configuration's pins; Hypothesis is not)
+    # (lemmacheck.hunt itself is light: the runner replays a hunted configuration's pins; Hypothesis is not.
+    # sympy: the claim's bound, probability and regime are simple expressions (expressions._fast_value,
+    # _fast_truth); scipy: 0 violations of 4 take Clopper-Pearson's closed form, not scipy.special.)
     for unused in ("lemmacheck.report", "lemmacheck.plugin", "dask", "distributed",
-                   "hypothesis", "pytest", "selenium", "scipy.stats", "scipy.optimize", "scipy.linalg",
-                   "scipy.sparse"):
+                   "hypothesis", "pytest", "selenium", "sympy", "mpmath", "scipy"):
         assert not _imported(res["modules"], unused), f"a one-claim repro imports {unused}"
 
 
@@ -138,3 +139,20 @@ def test_clopper_pearson_gives_scipy_stats_beta_quantiles():
                 lo, hi = clopper_pearson(k, n, alpha)
                 assert lo == (0.0 if k == 0 else float(sps.beta.ppf(alpha / 2, k, n - k + 1)))
                 assert hi == (1.0 if k == n else float(sps.beta.ppf(1 - alpha / 2, k + 1, n - k)))
+
+
+def test_clopper_pearson_closed_forms_are_betaincinv_bit_for_bit():
+    """0 or n violations of n: the closed forms stats._clopper_pearson_fast takes instead of loading scipy give
+    betaincinv's numbers exactly (boost's own operations for Beta(1, n) and Beta(n, 1))."""
+    import random
+
+    from scipy import special
+
+    from lemmacheck.stats import _clopper_pearson_fast
+
+    rng = random.Random(11)
+    for _ in range(20000):
+        n = rng.choice([rng.randint(1, 100), rng.randint(1, 10**4), rng.randint(1, 10**7)])
+        alpha = 10 ** rng.uniform(-15, -0.01)
+        assert _clopper_pearson_fast(0, n, alpha) == (0.0, float(special.betaincinv(1, n, 1 - alpha / 2))), (n, alpha)
+        assert _clopper_pearson_fast(n, n, alpha) == (float(special.betaincinv(n, 1, alpha / 2)), 1.0), (n, alpha)
