@@ -269,6 +269,55 @@ def test_sparse_sups_against_brute_force():
         assert torch.allclose(q._topk_norm(w, k), brute)
 
 
+def _dense_sparse_op(M, k, iters=30):
+    """The truncated power iteration of _sparse_op with dense iterates and the Gram (its first implementation)."""
+    G = M.transpose(-1, -2) @ M
+    v = torch.ones(M.shape[:-2] + M.shape[-1:], dtype=F64)
+    for _ in range(50):
+        v = (G @ v.unsqueeze(-1)).squeeze(-1)
+        v = v / v.norm(dim=-1, keepdim=True)
+    cols = M.norm(dim=-2)
+    best = torch.zeros(M.shape[:-2], dtype=F64)
+    for a in (torch.zeros_like(cols).scatter(-1, cols.topk(k, dim=-1).indices, 1.0), v):
+        for _ in range(iters):
+            a = (G @ a.unsqueeze(-1)).squeeze(-1)
+            keep = a.abs().topk(k, dim=-1).indices
+            a = torch.zeros_like(a).scatter(-1, keep, a.gather(-1, keep))
+            a = a / a.norm(dim=-1, keepdim=True)
+        best = torch.maximum(best, (M @ a.unsqueeze(-1)).squeeze(-1).norm(dim=-1))
+    return best, v
+
+
+def _dense_sparse_bilinear(M, k, v, iters=30):
+    def trunc(u):
+        keep = u.abs().topk(k, dim=-1).indices
+        u = torch.zeros_like(u).scatter(-1, keep, u.gather(-1, keep))
+        return u / u.norm(dim=-1, keepdim=True)
+
+    b0 = torch.nn.functional.one_hot(M.abs().flatten(-2).argmax(-1) % M.shape[-1], M.shape[-1]).to(F64)
+    best = torch.zeros(M.shape[:-2], dtype=F64)
+    for b in (b0, v):
+        b = trunc(b)
+        for _ in range(iters):
+            a = trunc((M @ b.unsqueeze(-1)).squeeze(-1))
+            b = trunc((a.unsqueeze(-2) @ M).squeeze(-2))
+        best = torch.maximum(best, (a.unsqueeze(-2) @ M @ b.unsqueeze(-1)).squeeze(-1).squeeze(-1).abs())
+    return best
+
+
+@pytest.mark.parametrize("shape", [(3, 40, 40), (2, 3, 24, 24)])
+def test_sparse_searches_equal_their_dense_iterations(shape):
+    """_sparse_op / _sparse_bilinear keep their k-sparse iterates as (support, values) and multiply by k columns
+    or rows of M: the same iterations as with dense vectors, to rounding (also on a transposed view, as E.6 calls it)."""
+    M = torch.randn(*shape, generator=torch.Generator().manual_seed(5), dtype=F64)
+    for A in (M, M.transpose(-1, -2)):
+        for k in (2, 5):
+            ref, v = _dense_sparse_op(A, k)
+            assert torch.allclose(q._top_right_vector(A.transpose(-1, -2) @ A), v, rtol=1e-10, atol=1e-12)
+            assert torch.allclose(q._sparse_op(A, k), ref, rtol=1e-12, atol=0)
+            assert torch.allclose(q._sparse_bilinear(A, k), _dense_sparse_bilinear(A, k, v), rtol=1e-12, atol=0)
+
+
 def test_chain_products_against_explicit_matrices():
     X, _, Vs, a = problem(L=3, p=4)
     fwd = net.forward(Vs, X, a)

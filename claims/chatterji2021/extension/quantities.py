@@ -973,18 +973,26 @@ def layer_alignment_ratio(ctx: Context) -> Observation:
 # decided by an under-estimator except where the statement's sup is over sparse vectors (E.5-E.7 at k > 1), where the
 # greedy + truncated-power search is a named lower estimate of the sup (it can refute, never certify).
 
-def _chains(Vs: list[torch.Tensor], fwd: net.Forward):
-    """Yield (l1, l2, M) with M (R, n, p, p) for every 1 <= l1 <= l2 <= L, and (l1, w) output rows (R, n, p)."""
+def _chain_mats(Vs: list[torch.Tensor], fwd: net.Forward) -> list[tuple[int, int, torch.Tensor]]:
+    """(l1, l2, M) with M (R, n, p, p) for every 1 <= l1 <= l2 <= L (at l1 = l2 a view of V_{l1}, no copy)."""
     L = len(Vs) - 1
     n = fwd.out.shape[-1]
-    mats, rows = [], []
+    mats = []
     for l1 in range(1, L + 1):
         M = Vs[l1 - 1].unsqueeze(1).expand(-1, n, -1, -1)
         mats.append((l1, l1, M))
         for l2 in range(l1 + 1, L + 1):
             M = Vs[l2 - 1].unsqueeze(1) @ (fwd.dphi[l2 - 2].unsqueeze(-1) * M)
             mats.append((l1, l2, M))
-        rows.append((l1, (Vs[-1].unsqueeze(1) @ (fwd.dphi[L - 1].unsqueeze(-1) * M)).squeeze(-2)))
+    return mats
+
+
+def _chains(Vs: list[torch.Tensor], fwd: net.Forward):
+    """`_chain_mats`, and (l1, w) output rows (R, n, p) from the explicit chains (the reference for `_chain_rows`)."""
+    L = len(Vs) - 1
+    mats = _chain_mats(Vs, fwd)
+    rows = [(l1, (Vs[-1].unsqueeze(1) @ (fwd.dphi[L - 1].unsqueeze(-1) * M)).squeeze(-2))
+            for l1, l2, M in mats if l2 == L]
     return mats, rows
 
 
@@ -1007,20 +1015,50 @@ def _topk_norm(v: torch.Tensor, k: int) -> torch.Tensor:
     return v.abs().topk(min(k, v.shape[-1]), dim=-1).values.norm(dim=-1)
 
 
+def _mv(M: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """M v for a batch, written as the row v^T M^T: torch's batched matrix-vector product is 2-4x slower on one
+    thread than the vector-matrix one, for M and for a transposed view alike (p = 128-512)."""
+    return (v.unsqueeze(-2) @ M.transpose(-1, -2)).squeeze(-2)
+
+
+def _vm(v: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """v^T M for a batch."""
+    return (v.unsqueeze(-2) @ M).squeeze(-2)
+
+
 def _top_right_vector(G: torch.Tensor, iters: int = 50) -> torch.Tensor:
     """Approximate top eigenvector of the PSD G = M^T M by power iteration (only a starting point for the sparse
     searches, so its accuracy does not bound anything)."""
     v = torch.ones(G.shape[:-1], dtype=G.dtype)
     for _ in range(iters):
-        v = (G @ v.unsqueeze(-1)).squeeze(-1)
+        v = _mv(G, v)
         v = v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
     return v
 
 
+# The searches below keep their k-sparse iterates as (support, values): G a, M a and a^T M are then k rows of G^T,
+# M^T and M, O(p k) instead of a dense O(p^2) product over p - k exact zeros (the same sums in another order). Rows,
+# not columns: each search makes the matrices it reads contiguous once, and a row gather copies whole rows (a
+# column gather, 4 ms at 100 x 256 x 46, cost more than the dense product).
+
+def _support(v: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest |v_i| of each vector: their indices (..., k) and the unit vector's values there (..., k)."""
+    keep = v.abs().topk(k, dim=-1).indices
+    vals = v.gather(-1, keep)
+    return keep, vals / vals.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+
+
+def _sparse_times(M: torch.Tensor, keep: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
+    """a^T M for a contiguous batch M (..., a, b) and a with values `vals` at rows `keep` (zero elsewhere)."""
+    flat = M.view(-1, *M.shape[-2:])
+    rows = flat[torch.arange(flat.shape[0]).unsqueeze(-1), keep.reshape(flat.shape[0], -1)]  # (B, k, b)
+    return _vm(vals, rows.view(*keep.shape, M.shape[-1]))
+
+
 def _sparse_op(M: torch.Tensor, k: int, iters: int = 30) -> torch.Tensor:
     """Lower estimate of sup over unit k-sparse a of ||M a|| (batched): exact at k = 1 (largest column norm);
-    otherwise truncated power iteration started from the k largest columns' support (greedy) and from the top
-    right singular vector, the better of the two."""
+    otherwise truncated power iteration a <- trunc_k(M^T M a) started from the k largest columns' support (greedy)
+    and from the top right singular vector, the better of the two."""
     cols = M.norm(dim=-2)
     if k == 1:
         return cols.amax(-1)
@@ -1028,14 +1066,15 @@ def _sparse_op(M: torch.Tensor, k: int, iters: int = 30) -> torch.Tensor:
     k = min(k, p)
     best = torch.zeros(M.shape[:-2], dtype=M.dtype)
     G = M.transpose(-1, -2) @ M
-    starts = [torch.zeros_like(cols).scatter(-1, cols.topk(k, dim=-1).indices, 1.0), _top_right_vector(G)]
-    for a in starts:
-        for _ in range(iters):
-            a = (G @ a.unsqueeze(-1)).squeeze(-1)
-            keep = a.abs().topk(k, dim=-1).indices
-            a = torch.zeros_like(a).scatter(-1, keep, a.gather(-1, keep))
-            a = a / a.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-        best = torch.maximum(best, (M @ a.unsqueeze(-1)).squeeze(-1).norm(dim=-1))
+    GT, MT = G.transpose(-1, -2).contiguous(), M.transpose(-1, -2).contiguous()
+    top = cols.topk(k, dim=-1).indices
+    # G a for each start: the indicator of the greedy support (sparse), the top right singular vector (dense)
+    for g in (_sparse_times(GT, top, torch.ones(top.shape, dtype=M.dtype)), _mv(G, _top_right_vector(G))):
+        for i in range(iters):
+            keep, vals = _support(g, k)
+            if i < iters - 1:
+                g = _sparse_times(GT, keep, vals)
+        best = torch.maximum(best, _sparse_times(MT, keep, vals).norm(dim=-1))
     return best
 
 
@@ -1050,19 +1089,15 @@ def _sparse_bilinear(M: torch.Tensor, k: int, iters: int = 30) -> torch.Tensor:
     best = torch.zeros(M.shape[:-2], dtype=M.dtype)
     idx = flat.argmax(-1)
     b0 = torch.nn.functional.one_hot(idx % p, p).to(M.dtype)
-    starts = [b0, _top_right_vector(M.transpose(-1, -2) @ M)]
-
-    def trunc(v):
-        keep = v.abs().topk(k, dim=-1).indices
-        v = torch.zeros_like(v).scatter(-1, keep, v.gather(-1, keep))
-        return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-
+    starts = (b0, _top_right_vector(M.transpose(-1, -2) @ M))
+    M, MT = M.contiguous(), M.transpose(-1, -2).contiguous()
     for b in starts:
-        b = trunc(b)
+        bkeep, bvals = _support(b, k)
         for _ in range(iters):
-            a = trunc((M @ b.unsqueeze(-1)).squeeze(-1))
-            b = trunc((a.unsqueeze(-2) @ M).squeeze(-2))
-        best = torch.maximum(best, (a.unsqueeze(-2) @ M @ b.unsqueeze(-1)).squeeze(-1).squeeze(-1).abs())
+            akeep, avals = _support(_sparse_times(MT, bkeep, bvals), k)  # a = trunc(M b)
+            aM = _sparse_times(M, akeep, avals)
+            bkeep, bvals = _support(aM, k)
+        best = torch.maximum(best, (aM.gather(-1, bkeep) * bvals).sum(-1).abs())
     return best
 
 
@@ -1132,7 +1167,7 @@ def init_chain(ctx: Context) -> Observation:
     else:
         fn = {"e4-op": lambda M: linalg.spectral_norm(M)[0], "e5": lambda M: _sparse_op(M, k),
               "e6": lambda M: _sparse_op(M.transpose(-1, -2), k), "e7": lambda M: _sparse_bilinear(M, k)}[part]
-        mats, _ = _chains(Vs, fwd)
+        mats = _chain_mats(Vs, fwd)  # not _chains: its output rows were an (R, n, p, p) copy per l1, unread here
         # l1 = l2: the chain is V_{l1} itself, the same for every sample: evaluate it once, not n times
         val = torch.stack([fn(M[:, 0]) if l1 == l2 else fn(M).amax(-1) for l1, l2, M in mats], -1).amax(-1)
     if ctx.arg("normalise", False):
