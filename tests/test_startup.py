@@ -22,7 +22,7 @@ from lemmacheck.errors import LemmacheckError
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
-import io, contextlib, json, sys
+import io, contextlib, gc, json, sys
 from lemmacheck.cli import main
 out = io.StringIO()
 try:
@@ -30,7 +30,8 @@ try:
         code = main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"code": code, "modules": sorted(sys.modules), "out": out.getvalue()}))
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "out": out.getvalue(),
+                  "gc": [gc.isenabled(), gc.get_freeze_count()]}))
 """
 
 
@@ -58,6 +59,9 @@ def test_one_claim_repro_imports_no_sympy_scipy_report_dask_or_hypothesis():
                    "--replicates", "4", "--shard-size", "4")
     assert res["code"] == 0 and "zou2018/theorem-5.1-i/layer-output-norm" in res["out"]
     assert _imported(res["modules"], "torch")  # the probe ran the estimator
+    # the collector paused while torch and the claim loaded, their objects then frozen out of its passes; on again
+    enabled, frozen = res["gc"]
+    assert enabled and frozen > 100_000, res["gc"]
     # (lemmacheck.hunt itself is light: the runner replays a hunted configuration's pins; Hypothesis is not.
     # sympy: the claim's bound, probability and regime are simple expressions (expressions._fast_value,
     # _fast_truth); scipy: 0 violations of 4 take Clopper-Pearson's closed form, not scipy.special.)
