@@ -154,6 +154,23 @@ def test_exact_tails_against_direct_formulas():
     assert torch.allclose(got, torch.tensor(ref, dtype=F64), rtol=1e-10)
 
 
+@pytest.mark.parametrize("m", [100, 1000, 4001])
+def test_rademacher_tails_sum_only_the_masses_that_count(m):
+    """_log_binom_two_sided sums each tail's 5 sqrt(m) innermost masses past m ~ 100: the same log P as every mass
+    of the event (to 1e-14 relative), from eta near 0 (both tails, the centre excluded) to eta = m (two masses),
+    at eta on a mass (kept by the comparison's 1e-12 slack) and between masses."""
+    eta = torch.tensor([0.5, 1.0, 2.0, 3.0, 7.5, 40.0, math.sqrt(m), 3 * math.sqrt(m), m / 3, m - 2.0, m - 1.0,
+                        float(m), m + 1.0], dtype=F64)
+    k = torch.arange(m + 1, dtype=F64)
+    logmass = torch.lgamma(torch.tensor(m + 1.0, dtype=F64)) - torch.lgamma(k + 1) - torch.lgamma(m - k + 1) - m * math.log(2)
+    inside = (2 * k - m).abs()[None, :] >= eta[:, None] * (1 - 1e-12)
+    ref = torch.logsumexp(torch.where(inside, logmass, torch.full_like(logmass, -math.inf)), -1)
+    got = q._log_binom_two_sided(m, eta)
+    assert torch.equal(torch.isinf(got), torch.isinf(ref))  # eta > m: the empty event
+    fin = torch.isfinite(ref)
+    assert torch.allclose(got[fin], ref[fin], rtol=1e-14, atol=1e-15)
+
+
 def test_greedy_net_is_separated_and_covers():
     pts = torch.randn(500, 3, generator=torch.Generator().manual_seed(2), dtype=F64)
     pts = pts / pts.norm(dim=-1, keepdim=True)
