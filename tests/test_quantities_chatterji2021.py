@@ -482,9 +482,32 @@ def test_nt_solver_and_margin():
         assert (m <= margin + 1e-9).all()
     rho = 2.0
     lossr, D = q.nt_solve(f1, feats, y, rho)
-    explicit, _ = q._nt_loss(f1, feats, [rho * w for w in W], y)
+    explicit = _plain_nt_loss(f1, feats, [rho * w for w in W], y)
     assert (lossr <= explicit + 1e-12).all()
     assert all((torch.linalg.matrix_norm(d) <= rho * (1 + 1e-12)).all() for d in D)
+    assert torch.allclose(lossr, _plain_nt_loss(f1, feats, D, y), rtol=1e-13)  # the loss of the D returned
+    # the same iterates as FISTA with every F(Z) formed directly (nt_solve takes Z's from Dn's and D's, linearly)
+    assert torch.allclose(q.nt_solve(f1, feats, y, rho, iters=60)[0], _plain_fista(f1, feats, y, rho, 60), rtol=1e-12)
+
+
+def _plain_nt_loss(f1, feats, Ds, y):
+    F = f1 + sum((G * D.unsqueeze(1)).flatten(2).sum(-1) for G, D in zip(feats, Ds))
+    return torch.nn.functional.softplus(-y * F).mean(-1)
+
+
+def _plain_fista(f1, feats, y, rho, iters):
+    n = y.shape[-1]
+    step = (4 * n / sum(G.flatten(2).pow(2).sum(-1) for G in feats).sum(-1)).reshape(-1, 1, 1)
+    D = Z = [torch.zeros_like(G[:, 0]) for G in feats]
+    t, best = 1.0, _plain_nt_loss(f1, feats, D, y)
+    for _ in range(iters):
+        F = f1 + sum((G * z.unsqueeze(1)).flatten(2).sum(-1) for G, z in zip(feats, Z))
+        c = -y * torch.sigmoid(-y * F) / n
+        Dn = q._project_ball([z - step * torch.einsum("rn,rn...->r...", c, G) for z, G in zip(Z, feats)], rho)
+        tn = (1 + math.sqrt(1 + 4 * t * t)) / 2
+        Z, D, t = [a + (t - 1) / tn * (a - b) for a, b in zip(Dn, D)], Dn, tn
+        best = torch.minimum(best, _plain_nt_loss(f1, feats, D, y))
+    return best
 
 
 def test_descent_lemma_quantity_equality_case():

@@ -1386,9 +1386,20 @@ def _nt_features(Vs, X, act):
     return fwd.out, net.output_gradients(fwd, deltas)
 
 
-def _nt_loss(f1, feats, Ds, y):
-    F = f1 + sum((G * D.unsqueeze(1)).flatten(2).sum(-1) for G, D in zip(feats, Ds))
-    return torch.nn.functional.softplus(-y * F).mean(-1), F
+def _features_dot(feats, Ds):
+    """sum_l grad_{V_l} f(x_s) . D_l per sample (R, n): one batched matrix-vector product per layer (an elementwise
+    product and sum made an (R, n, *shape) temporary, at every iteration of nt_solve)."""
+    return sum(_mv(G.flatten(2), D.flatten(1)) for G, D in zip(feats, Ds))
+
+
+def _features_combination(c, G):
+    """sum_s c_s grad_{V_l} f(x_s) per replicate (R, *shape)."""
+    return _vm(c, G.flatten(2)).view(G.shape[0], *G.shape[2:])
+
+
+def _nt_loss(f1, FD, y):
+    """The NT loss (1/n) sum_s log(1 + exp(-y_s F_s)) from F = f1 + _features_dot(feats, D)."""
+    return torch.nn.functional.softplus(-y * (f1 + FD)).mean(-1)
 
 
 def _project_ball(Ds, rho):
@@ -1406,17 +1417,19 @@ def nt_solve(f1, feats, y, rho, start=None, iters: int = 400):
     step = (1 / M.clamp_min(1e-300)).reshape(-1, 1, 1)
     D = [torch.zeros_like(G[:, 0]) for G in feats] if start is None else _project_ball(start, rho)
     Z, t = D, 1.0
-    best, _ = _nt_loss(f1, feats, D, y)
+    FD = FZ = _features_dot(feats, D)
+    best = _nt_loss(f1, FD, y)
     bestD = D
     for _ in range(iters):
-        _, F = _nt_loss(f1, feats, Z, y)
-        c = -y * torch.sigmoid(-y * F) / n
-        grads = [torch.einsum("rn,rn...->r...", c, G) for G in feats]
+        c = -y * torch.sigmoid(-y * (f1 + FZ)) / n
+        grads = [_features_combination(c, G) for G in feats]
         Dn = _project_ball([z - step * g for z, g in zip(Z, grads)], rho)
         tn = (1 + math.sqrt(1 + 4 * t * t)) / 2
         Z = [a + (t - 1) / tn * (a - b) for a, b in zip(Dn, D)]
-        D, t = Dn, tn
-        cur, _ = _nt_loss(f1, feats, D, y)
+        FDn = _features_dot(feats, Dn)
+        FZ = FDn + (t - 1) / tn * (FDn - FD)  # the features' products are linear in D: Z's from Dn's and D's
+        D, FD, t = Dn, FDn, tn
+        cur = _nt_loss(f1, FD, y)
         better = cur < best
         bestD = [torch.where(better.reshape(-1, 1, 1), a, b) for a, b in zip(D, bestD)]
         best = torch.minimum(best, cur)
