@@ -104,6 +104,32 @@ def test_b7_counterexample_is_found_by_the_quantity():
     assert float(o1.value.max()) <= 1 + 1e-12  # two blocks: the lemma holds
 
 
+def test_b8_search_keeps_the_best_ratio_along_the_ascent():
+    """Lemma B.8's gradient search: the max of the ratio at the draw and after each Adam step (each point's ratio
+    computed once, then differentiated for the next step), as a loop that re-evaluates every point gives it."""
+    c = ctx({"L": 2, "dim": 3}, R=6, seed=4, search="gradient", args={"ascent_steps": 7})
+    got = q.product_perturbation_ratio(c).value
+    c = ctx({"L": 2, "dim": 3}, R=6, seed=4, search="gradient", args={"ascent_steps": 7})
+
+    def draw(lo, hi):
+        return c.randn(6, 3, 3, 3) * q._log_uniform(c, lo, hi, 6)[:, None, None, None]
+
+    A, E = draw(0.3, 3.0), draw(1e-4, 1.0)
+    Mr = c.randn(6, 3, 3, 3)
+    Nr = Mr + draw(1e-4, 1.0)
+    ref = q._b8_ratio(A, E, Mr, Nr, 2)
+    params = [t.clone().requires_grad_(True) for t in (A, E, Mr, Nr)]
+    opt = torch.optim.Adam(params, lr=0.05)
+    for _ in range(7):
+        opt.zero_grad()
+        (-torch.log(q._b8_ratio(*params, 2)).sum()).backward()
+        opt.step()
+        with torch.no_grad():
+            ref = torch.maximum(ref, q._b8_ratio(*params, 2))
+    assert torch.allclose(got, ref, rtol=1e-12, atol=0)
+    assert (got > q._b8_ratio(A, E, Mr, Nr, 2)).any()  # the ascent moved
+
+
 def test_b8_ratio_against_numpy():
     gen = torch.Generator().manual_seed(3)
     L, d = 2, 3

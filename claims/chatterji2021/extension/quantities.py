@@ -566,13 +566,13 @@ def product_perturbation_ratio(ctx: Context) -> Observation:
     if ctx.search in ("gradient", "adversarial"):
         params = [t.clone().requires_grad_(True) for t in (A, E, Mr, Nr)]
         opt = torch.optim.Adam(params, lr=0.05)
+        r = _b8_ratio(*params, L)
         for _ in range(int(ctx.arg("ascent_steps", 60))):
             opt.zero_grad()
-            r = _b8_ratio(*params, L)
             (-torch.log(r.clamp_min(1e-300)).sum()).backward()
             opt.step()
-            with torch.no_grad():
-                val = torch.maximum(val, _b8_ratio(*params, L))
+            r = _b8_ratio(*params, L)  # the new point's ratio: kept, and differentiated by the next step
+            val = torch.maximum(val, r.detach())
     return Observation(val.detach(), method=f"random blocks; search {ctx.search}")
 
 
