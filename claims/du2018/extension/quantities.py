@@ -768,7 +768,7 @@ def product_perturbation_ratio(ctx: Context) -> Observation:
         E = torch.where(torch.rand(R, 1, 1, generator=g, dtype=torch.float64) < 0.5, rank_one,
                         torch.randn(R, dmax, dmax, generator=g, dtype=torch.float64) * mask)
         B = A + E / torch.linalg.matrix_norm(E).reshape(-1, 1, 1) * (0.1 * scale[:, i] * S[..., 0]).reshape(-1, 1, 1)
-        M = torch.maximum(torch.linalg.matrix_norm(A, ord=2), torch.linalg.matrix_norm(B, ord=2))
+        M = torch.maximum(S[..., 0], torch.linalg.matrix_norm(B, ord=2))  # ||A||_2 from A's SVD, not a second one
         alpha_sum = alpha_sum + torch.linalg.matrix_norm(A - B) / M
         Mprod = Mprod * M
         PA = A if PA is None else PA @ A
