@@ -104,6 +104,24 @@ def test_b7_counterexample_is_found_by_the_quantity():
     assert float(o1.value.max()) <= 1 + 1e-12  # two blocks: the lemma holds
 
 
+@pytest.mark.parametrize("act", ["huberized-relu", "scaled-swish"])
+def test_smoothness_hessians_equal_per_replicate_autograd(act):
+    """Lemma 4.2's batched Hessians (vmap of jacrev twice) give each replicate's exact-Hessian norm as
+    torch.autograd.functional.hessian does one replicate at a time."""
+    params, args = {"p": 4, "L": 2, "n": 3, "h": 0.5, "scale": 2.0}, {"activation": act}
+    got = q.smoothness_ratio(ctx(params, R=3, seed=2, args=args)).extras["lip"]
+    X, y, a, Vs, _ = q._problem(ctx(params, R=3, seed=2, args=args))
+    for r in range(3):
+        shapes = [V.shape[1:] for V in Vs]
+
+        def J(theta):
+            parts = [t.reshape(1, *s) for t, s in zip(theta.split([math.prod(s) for s in shapes]), shapes)]
+            return net.loss(net.forward(parts, X[r:r + 1], a).out, y[r:r + 1]).sum()
+
+        Hm = torch.autograd.functional.hessian(J, torch.cat([V[r].reshape(-1) for V in Vs]))
+        assert float(got[r]) == pytest.approx(float(torch.linalg.eigvalsh(Hm).abs().max()), rel=1e-12)
+
+
 def test_b8_search_keeps_the_best_ratio_along_the_ascent():
     """Lemma B.8's gradient search: the max of the ratio at the draw and after each Adam step (each point's ratio
     computed once, then differentiated for the next step), as a loop that re-evaluates every point gives it."""
