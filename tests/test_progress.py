@@ -102,8 +102,9 @@ def test_plain_lines_off_a_terminal_and_nothing_with_quiet_or_json_stdout(tmp_pa
                            str(tmp_path / "r.db")], capture_output=True, text=True, env=_cli_env(), cwd=tmp_path,
                           timeout=300, check=False)
     assert proc.returncode == 0
-    lines = proc.stderr.splitlines()
+    *lines, cost = proc.stderr.splitlines()
     assert len(lines) == 21 and all(LINE.match(x) for x in lines), lines  # the plan, then one per shard
+    assert cost.startswith("cost: wall ") and " hunts " in cost  # then where the time went (Store.cost)
     assert "\r" not in proc.stderr
     monkeypatch.setenv("LEMMACHECK_PROGRESS_INTERVAL", "0")
     assert main(["run", str(claims_dir), "--db", str(tmp_path / "q.db"), "--quiet"]) == 0
