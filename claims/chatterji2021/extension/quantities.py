@@ -1292,8 +1292,15 @@ def _ball_point(ctx: Context, Vs: list[torch.Tensor], fwd: net.Forward, tau: flo
         b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-300)
         a = torch.randn(R, V.shape[1], generator=ctx.generator, dtype=V.dtype)
         rank1 = a.unsqueeze(-1) * b.unsqueeze(-2)
-        D = torch.where(torch.rand(R, 1, 1, generator=ctx.generator) < 0.5, G, rank1)
-        size = _op_norm(D) if (norm == "op" and l < len(Vs) - 1) else torch.linalg.matrix_norm(D)
+        gauss = torch.rand(R, 1, 1, generator=ctx.generator) < 0.5
+        D = torch.where(gauss, G, rank1)
+        if norm == "op" and l < len(Vs) - 1:
+            # ||a b^T||_2 = ||a|| ||b||: an SVD only for the Gaussian directions
+            size = a.norm(dim=-1) * b.norm(dim=-1)
+            pick = gauss.flatten()
+            size[pick] = _op_norm(G[pick])
+        else:
+            size = torch.linalg.matrix_norm(D)
         out.append(V + tau * D / size.clamp_min(1e-300).reshape(-1, 1, 1))
     return out
 
