@@ -106,7 +106,7 @@ def test_b7_counterexample_is_found_by_the_quantity():
 
 @pytest.mark.parametrize("act", ["huberized-relu", "scaled-swish"])
 def test_smoothness_hessians_equal_per_replicate_autograd(act):
-    """Lemma 4.2's batched Hessians (vmap of jacrev twice) give each replicate's exact-Hessian norm as
+    """Lemma 4.2's batched Hessians (one double backward over all replicates) give each one's exact-Hessian norm as
     torch.autograd.functional.hessian does one replicate at a time."""
     params, args = {"p": 4, "L": 2, "n": 3, "h": 0.5, "scale": 2.0}, {"activation": act}
     got = q.smoothness_ratio(ctx(params, R=3, seed=2, args=args)).extras["lip"]
