@@ -45,6 +45,19 @@ def test_gram_by_syrk_equals_the_product_within_its_rounding_bound(shape, monkey
         assert bool((err <= 2 * la.gram_rounding_bound(M)).all())
 
 
+@pytest.mark.parametrize("shape", [(3, 300, 256), (2, 1, 100, 700), (2, 700, 100)])
+def test_spectral_norm_reads_syrks_triangle_with_the_same_numbers(shape, monkeypatch):
+    """Where gram's syrk and top_eigenvalue's syevx both apply, spectral_norm hands syevx syrk's upper triangle
+    itself (no mirror, no copy): bit for bit the norms of top_eigenvalue(gram(W)), one syrk a matrix."""
+    W = _mats(9, *shape)
+    calls = []
+    monkeypatch.setattr(la, "_sym_gram", lambda A, mirror=True, f=la._sym_gram: calls.append(mirror) or f(A, mirror))
+    lam = la._top_gram_eigenvalue(W)
+    assert calls == [False] * math.prod(shape[:-2])
+    assert torch.equal(lam, la.top_eigenvalue(la.gram(W)))
+    assert torch.equal(la.spectral_norm(W)[0], la._norm_rounded_up(lam, W))
+
+
 def test_top_eigenvalue_by_syevx_equals_eigvalsh_and_leaves_its_input(monkeypatch):
     """From TOP_EIG_MIN_N a CPU batch goes to LAPACK syevx one matrix at a time: the same top eigenvalue as torch's
     eigvalsh to rounding (a random Gram, a degenerate top: the identity, zero, a non-contiguous view), its input

@@ -70,25 +70,47 @@ def top_eigenvalue(G: torch.Tensor) -> torch.Tensor:
 def _syevx_top(flat: torch.Tensor, vectors: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """LAPACK syevx for the top eigenvalue (and with `vectors` a unit eigenvector) of each float64 CPU matrix in
     (B, n, n), its bisection run to full accuracy (abstol 2 * underflow)."""
-    from scipy.linalg import lapack
-
     _scipy_blas_threads(torch.get_num_threads())
     B, n = flat.shape[0], flat.shape[-1]
     lam = torch.empty(B, dtype=torch.float64)
     vec = torch.empty(B, n, dtype=torch.float64) if vectors else None
-    tiny = 2 * np.finfo(np.float64).tiny
     for k in range(B):
         # symmetric, so the transpose is the same matrix and a Fortran-ordered view; syevx works on its own copy
-        w, z, found, _, info = lapack.dsyevx(to_numpy(flat[k]).T, compute_v=int(vectors), range="I", il=n, iu=n,
-                                             abstol=tiny)
-        if info != 0 or found != 1:
-            finite = "" if bool(torch.isfinite(flat[k]).all()) else " with non-finite entries"
-            raise ArithmeticError(f"LAPACK dsyevx returned info {info} and {found} eigenvalues for the top of a "
-                                  f"{n}x{n} symmetric matrix{finite}")
-        lam[k] = float(w[0])
+        w, z = _syevx_one(to_numpy(flat[k]).T, vectors)
+        lam[k] = w
         if vec is not None:
             vec[k] = torch.from_numpy(z[:, 0])
     return lam, vec
+
+
+def _syevx_one(G: np.ndarray, vectors: bool, overwrite: bool = False) -> tuple[float, np.ndarray]:
+    """The top eigenpair of one Fortran-ordered symmetric float64 matrix by syevx, reading its upper triangle only."""
+    from scipy.linalg import lapack
+
+    n = G.shape[-1]
+    w, z, found, _, info = lapack.dsyevx(G, compute_v=int(vectors), range="I", il=n, iu=n,
+                                         abstol=2 * np.finfo(np.float64).tiny, overwrite_a=int(overwrite))
+    if info != 0 or found != 1:
+        finite = "" if bool(np.isfinite(G).all()) else " with non-finite entries"
+        raise ArithmeticError(f"LAPACK dsyevx returned info {info} and {found} eigenvalues for the top of a "
+                              f"{n}x{n} symmetric matrix{finite}")
+    return float(w[0]), z
+
+
+def _top_gram_eigenvalue(W: torch.Tensor) -> torch.Tensor:
+    """top_eigenvalue(gram(W)), the same numbers. Where both take their LAPACK paths (a CPU matrix of syrk's size,
+    a Gram of syevx's order) syevx reads the triangle syrk computed, which `gram` would mirror into the other one
+    and copy into a tensor: 11-24% of a spectral norm at 256-1024."""
+    A = W.to(torch.float64)
+    a, b = A.shape[-2:]
+    if (not on_host(A) or A.requires_grad or a * b < SYRK_MIN_ENTRIES or A.numel() == 0
+            or min(a, b) < TOP_EIG_MIN_N):
+        return top_eigenvalue(gram(W))
+    flat = A.reshape(-1, a, b)
+    lam = torch.empty(flat.shape[0], dtype=torch.float64)
+    for k in range(flat.shape[0]):
+        lam[k] = _syevx_one(_sym_gram(to_numpy(flat[k]), mirror=False), vectors=False, overwrite=True)[0]
+    return lam.reshape(A.shape[:-2])
 
 
 def gram_rounding_bound(W: torch.Tensor) -> torch.Tensor:
@@ -114,7 +136,7 @@ def spectral_norm(W: torch.Tensor, exact_max: int = EXACT_SVD_MAX) -> tuple[torc
     certified from above by a Cholesky factorisation (`_certified_top`): the same guarantee with memory linear in
     the blocks, slower than the dense eigensolver wherever both were timed (docs/performance.md)."""
     if min(W.shape[-2:]) <= exact_max:
-        lam = top_eigenvalue(gram(W))
+        lam = _top_gram_eigenvalue(W)
         s = _norm_rounded_up(lam, W)
         return s.to(W.dtype), "gram-eigvalsh (rounded up)"
     flat = W.reshape(-1, *W.shape[-2:])
@@ -187,16 +209,17 @@ KRYLOV_BLOCK = 16  # vectors per pass over the Gram: a top eigenvalue's converge
 KRYLOV_STEPS = 64
 
 
-def _sym_gram(A: np.ndarray) -> np.ndarray:
-    """The smaller Gram of A (float64, both triangles) by BLAS syrk: half a product's flops. A C-ordered A is
-    handed to BLAS as its Fortran-ordered transpose (a view, no copy)."""
+def _sym_gram(A: np.ndarray, mirror: bool = True) -> np.ndarray:
+    """The smaller Gram of A (float64, both triangles; without `mirror` the upper one only, Fortran-ordered) by BLAS
+    syrk: half a product's flops. A C-ordered A is handed to BLAS as its Fortran-ordered transpose (a view, no copy)."""
     from scipy.linalg.blas import dsyrk
 
     _scipy_blas_threads(torch.get_num_threads())  # every syrk (the Grams here and the Krylov path's) at torch's count
     at = np.asfortranarray(A.T)  # Fortran (b, a): a view when A is C-ordered, else one copy
     # dsyrk(trans=0) gives at at^T = A^T A, trans=1 at^T at = A A^T: the smaller one, upper triangle only
     G = dsyrk(1.0, at, trans=0 if A.shape[1] <= A.shape[0] else 1)
-    G += np.triu(G, 1).T
+    if mirror:
+        G += np.triu(G, 1).T
     return G
 
 
