@@ -111,10 +111,10 @@ def test_smoothness_hessians_equal_per_replicate_autograd(act):
     params, args = {"p": 4, "L": 2, "n": 3, "h": 0.5, "scale": 2.0}, {"activation": act}
     got = q.smoothness_ratio(ctx(params, R=3, seed=2, args=args)).extras["lip"]
     X, y, a, Vs, _ = q._problem(ctx(params, R=3, seed=2, args=args))
+    shapes = [V.shape[1:] for V in Vs]
     for r in range(3):
-        shapes = [V.shape[1:] for V in Vs]
 
-        def J(theta):
+        def J(theta, r=r):
             parts = [t.reshape(1, *s) for t, s in zip(theta.split([math.prod(s) for s in shapes]), shapes)]
             return net.loss(net.forward(parts, X[r:r + 1], a).out, y[r:r + 1]).sum()
 
