@@ -122,3 +122,41 @@ def test_a_hunt_never_probes_a_vacuous_configuration(tmp_path):
     res = hunt(claim, examples=40, replicates=4, seed=0)
     assert res.probes and all(not vacuous(claim, p.params) for p in res.probes)
     assert res.worst().slack_min > 1 and res.counterexample is None
+
+
+def _ramp(tmp_path, name, high):
+    d = tmp_path / "claims" / "planted"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(PLANTED_EXT.replace("test-planted-ramp", name))
+    (d / "ramp.toml").write_text(PLANTED.replace("test-planted-ramp", name).replace("max = 4.0", f"max = {high}"))
+    return load_claims([d])[0][0]
+
+
+def _searched(monkeypatch, claim, stop, **kw):
+    """The hunt's result with or without the early stop, and how many cases Hypothesis ran through the test."""
+    import lemmacheck.hunt as H
+    from lemmacheck.strategies import Case
+
+    ran = []
+    key = Case.key
+    monkeypatch.setattr(Case, "key", lambda self: ran.append(1) or key(self))
+    monkeypatch.setattr(H, "STOP_WHEN_SPENT", stop)
+    res = hunt(claim, stratified=0, **kw)
+    return [p.to_json() for p in res.probes], res.counterexample and res.counterexample.to_json(), len(ran)
+
+
+def test_a_spent_budget_stops_hypothesis_without_changing_the_outcome(tmp_path, monkeypatch):
+    """Past max_probes every new case is refused: Hypothesis would go on generating (nothing breaks the claim) or
+    shrinking (one case broke it) through hundreds of refused cases. The hunt stops it there, and its probes and
+    counterexample are those of the whole search. Fails when the stop is removed (as many cases run) or when it
+    stops where a later case could still change the outcome."""
+    holds = _ramp(tmp_path / "a", "test-planted-ramp3", 2.0)  # x k <= 10: nothing breaks it
+    full = _searched(monkeypatch, holds, False, examples=60, replicates=2, seed=0, max_probes=5)
+    cut = _searched(monkeypatch, holds, True, examples=60, replicates=2, seed=0, max_probes=5)
+    assert cut[:2] == full[:2] and len(full[0]) == 5 and full[1] is None
+    assert cut[2] <= 6 < full[2]
+    breaks = _ramp(tmp_path / "b", "test-planted-ramp4", 4.0)
+    full = _searched(monkeypatch, breaks, False, examples=60, replicates=2, seed=11, max_probes=3)
+    cut = _searched(monkeypatch, breaks, True, examples=60, replicates=2, seed=11, max_probes=3)
+    assert cut[:2] == full[:2] and full[1] is not None  # the one breaking case, which the shrinker cannot leave
+    assert cut[2] < full[2]

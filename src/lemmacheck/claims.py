@@ -15,7 +15,7 @@ import tomllib
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -383,9 +383,18 @@ def _parse_profile(name: str, raw: Any, params: dict[str, Param], path: Path) ->
 
 def _expr(text: Any, allowed: set[str], path: Path, field_name: str) -> Expr:
     try:
+        if isinstance(text, (str, int, float)):
+            return _parsed(text, frozenset(allowed))
         return parse(text, allowed)
     except ExpressionError as exc:
         raise ClaimError(path, field_name, str(exc)) from None
+
+
+@lru_cache(maxsize=4096, typed=True)  # typed: 1 and 1.0 are other texts ("1", "1.0")
+def _parsed(text: str | float, allowed: frozenset[str]) -> Expr:
+    """An expression parsed once: a hunt parses its claim pinned to each dataset it probes (hunt.pinned), the same
+    bound and regime every time."""
+    return parse(text, allowed)
 
 
 def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
@@ -579,6 +588,27 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
     for name in profiles_raw:
         if name not in PROFILES:
             raise ClaimError(path, f"profiles.{name}", "unknown profile", f"one of {PROFILES}")
+    # The profiles follow from the [profiles] and [params] tables, the check's regime path and whether it has hidden
+    # constants; parsed once per such key (a hunt parses its claim pinned to each dataset it probes, profiles alike).
+    key = json.dumps([profiles_raw, raw.get("params"), check_raw.get("regime_path"), bool(check.constants)],
+                     sort_keys=True, default=str)
+    if key not in _PROFILES:
+        _PROFILES[key] = _parse_profiles(profiles_raw, params, check, path)
+    profiles = dict(_PROFILES[key])
+    for name, prof in profiles.items():
+        if prof.expect == "violated" and not finding:
+            raise ClaimError(path, "finding", f"profiles.{name} expects a violation: record the finding")
+        if prof.expect == "infeasible":
+            raise ClaimError(path, f"profiles.{name}.expect", "a checked claim's profile cannot expect 'infeasible'")
+    return Claim(cid, paper, result, title, statement, kind, network, inputs, params, check, profiles, notes,
+                 expect, finding, "", path, raw)
+
+
+_PROFILES: dict[str, dict[str, Profile]] = {}
+
+
+def _parse_profiles(profiles_raw: dict[str, Any], params: dict[str, Param], check: Check,
+                    path: Path) -> dict[str, Profile]:
     profiles = {name: _parse_profile(name, profiles_raw.get(name, {}), params, path) for name in PROFILES}
     defaults = {p.name: p.default for p in params.values()}
     for name, prof in profiles.items():
@@ -593,13 +623,7 @@ def parse_claim(raw: dict[str, Any], path: Path) -> Claim:
         if not varying and not prof.explore:
             raise ClaimError(path, f"profiles.{name}", "a scaling claim needs a sweep: no parameter varies",
                              "add a grid over the swept parameters")
-    for name, prof in profiles.items():
-        if prof.expect == "violated" and not finding:
-            raise ClaimError(path, "finding", f"profiles.{name} expects a violation: record the finding")
-        if prof.expect == "infeasible":
-            raise ClaimError(path, f"profiles.{name}.expect", "a checked claim's profile cannot expect 'infeasible'")
-    return Claim(cid, paper, result, title, statement, kind, network, inputs, params, check, profiles, notes,
-                 expect, finding, "", path, raw)
+    return profiles
 
 
 def load_extension(folder: Path) -> ModuleType | None:

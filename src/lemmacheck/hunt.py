@@ -19,7 +19,6 @@ A hunt that finds nothing proves nothing: it is a search, not a certificate.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import math
 from collections import Counter
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .claims import Claim, parse_claim
+from .claims import Claim, claim_from_snapshot
 from .context import DTYPES, Context
 from .functions import ROLES as FUNCTION_ROLES
 from .functions import members, parse_member, shifts_value
@@ -42,6 +41,9 @@ from .verdicts import config_result, violation_trend
 # Perturbation searches a hunt escalates to: the linearised worst direction and projected ascent from it.
 ESCALATE = {"random": "adversarial", "gradient": "adversarial"}
 EXHAUSTIVE_LABELS_UP_TO = 6  # every labelling of the worst case's points is tried when n <= this
+# Hypothesis stops once the probe budget is spent and the outcome can no longer change (hunt's Spent); tests turn
+# it off to check that the outcome is the one of the whole search
+STOP_WHEN_SPENT = True
 
 
 @dataclass
@@ -111,8 +113,8 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
     if (points is None and labels is None and not search and coefficients is None and not functions
             and not quantified):
         return claim
-    raw = copy.deepcopy(claim.raw)
-    inputs = raw.setdefault("inputs", {})
+    raw = dict(claim.raw)  # only these top-level copies change: the rest is read, by json.dumps
+    inputs = raw["inputs"] = dict(raw.get("inputs", {}))
     if points is not None:
         inputs["points"] = points
     if labels is not None:
@@ -128,8 +130,12 @@ def pinned(claim: Claim, points: list[list[float]] | None = None, labels: list[i
             raise ValueError(f"pinned: the claim declares no searched {role} (inputs.{role})")
         inputs[role] = {**inputs[role], "family": family}
     if search:
-        raw.setdefault("check", {})["search"] = search
-    return parse_claim(raw, claim.source)
+        raw["check"] = {**raw.get("check", {}), "search": search}
+    # parsed from its snapshot, as the shard that runs it parses it (claim_from_snapshot caches the parse): once
+    text = json.dumps(raw, sort_keys=True, default=str)
+    run = claim_from_snapshot(str(claim.source), text)
+    run.__dict__.setdefault("snapshot", text)  # what Claim.snapshot would encode again: json.dumps(json.loads(text))
+    return run
 
 
 def pins_of(claim: Claim, definition: str) -> dict[str, Any] | None:
@@ -309,7 +315,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     greedily (strategies.smaller_cases). `domain` replaces the per-parameter values of that sweep. `max_size`
     skips cases whose integer parameters' product exceeds it (each parameter within its range can still combine
     into a case far dearer than any the claim's profile runs).
-    max_probes bounds the work (default 4 x examples + stratified): past it Hypothesis sees passing cases only.
+    max_probes bounds the work (default 4 x examples + stratified): past it every new case is refused, and
+    Hypothesis is stopped as soon as no case it could still try can change the outcome (Spent).
     `progress` (progress.Progress) advances once per case probed."""
     from hypothesis import HealthCheck, Phase, assume, given, settings, target
     from hypothesis import seed as hseed
@@ -345,6 +352,15 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     class Found(AssertionError):
         pass
 
+    class Spent(BaseException):
+        """Ends Hypothesis's search once the probe budget is spent and at most one case broke the claim: a case it
+        could still try is probed already (the same Probe again) or refused, so neither the probes nor the
+        counterexample (that one case, which the shrinker can only return to, or none) can change. Not an
+        Exception: Hypothesis does not take it for a failing example, and leaves the engine at once."""
+
+    def breaks(p: Probe | None) -> bool:
+        return p is not None and p.significant and (p.in_regime or not in_regime_only)
+
     def run_case(case) -> Probe | None:
         key = case.key()
         if key not in seen:
@@ -375,6 +391,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients, functions=functions,
                  quantified=quantified))
     def search_cases(case) -> None:
+        if STOP_WHEN_SPENT and len(seen) >= budget:
+            raise Spent  # past the budget Hypothesis shrinks or generates hundreds more cases, each refused
         p = run_case(case)
         if p is None:
             assume(False)
@@ -388,11 +406,8 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
 
     try:
         search_cases()
-    except (Found, Unsatisfiable):
+    except (Found, Unsatisfiable, Spent):
         pass
-
-    def breaks(p: Probe | None) -> bool:
-        return p is not None and p.significant and (p.in_regime or not in_regime_only)
 
     if result.counterexample is None and stratified:
         for case in strata(claim, stratified, seed, data=bool(data), labels=bool(labels), domain=domain,

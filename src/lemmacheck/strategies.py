@@ -13,6 +13,7 @@ dimension and simple coordinates. Labels are explicit +-1 patterns (every patter
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -24,7 +25,7 @@ import torch
 from hypothesis import strategies as st
 
 from .claims import Claim, Param, config_values
-from .expressions import ExpressionError, parse
+from .expressions import Expr, ExpressionError, parse
 from .functions import SHIFT_DECADES, member_key, members, shift_origin, shifted, shifts_value, smaller_shifts
 from .inputs import (
     COEFFICIENTS,
@@ -78,11 +79,31 @@ def _separated(X: torch.Tensor, separation: float) -> bool:
     return separation <= 0 or X.shape[0] < 2 or float(min_separation(X[None])[0]) >= separation * (1 - 1e-12)
 
 
+# The strategies below are built once per shape and reused (lru_cache): a hunt draws hundreds of cases, and a
+# strategy built afresh for each is validated afresh by Hypothesis; the same strategy draws the same choices.
+
+
 def parameters(claim: Claim) -> st.SearchStrategy[dict[str, float]]:
     """Configurations from the claim's declared parameter domain."""
-    return st.fixed_dictionaries({k: param_strategy(p) for k, p in claim.params.items()})
+    return _parameters(tuple(claim.params.items()))
 
 
+@functools.lru_cache(maxsize=1024)
+def _parameters(params: tuple[tuple[str, Param], ...]) -> st.SearchStrategy[dict[str, float]]:
+    return st.fixed_dictionaries({k: param_strategy(p) for k, p in params})
+
+
+@functools.lru_cache(maxsize=256)
+def _placed(name: str, seed: int, n: int, d: int, separation: float) -> torch.Tensor | None:
+    """unit_sphere's one dataset of geometry `name` from `seed` (None where it cannot place one), computed once: the
+    shrinker and the replay of a hunt's examples draw the same (geometry, seed) again and again."""
+    try:
+        return unit_sphere(_gen(seed), 1, n=n, d=d, separation=separation, geometry=name)[0]
+    except Exception:  # noqa: BLE001 - an iid family that cannot be redrawn apart in a crowded space
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
 def structured_datasets(n: int, d: int, separation: float = 0.0,
                         geometries: tuple[str, ...] = GEOMETRY_ORDER) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
     """(geometry, (n, d) dataset) from the structured families that admit (n, d, separation)."""
@@ -92,10 +113,8 @@ def structured_datasets(n: int, d: int, separation: float = 0.0,
 
     def build(args: tuple[str, int]) -> tuple[str, torch.Tensor] | None:
         name, seed = args
-        try:
-            return name, unit_sphere(_gen(seed), 1, n=n, d=d, separation=separation, geometry=name)[0]
-        except Exception:  # noqa: BLE001 - an iid family that cannot be redrawn apart in a crowded space
-            return None
+        X = _placed(name, seed, n, d, separation)
+        return None if X is None else (name, X.clone())  # a copy: the cached dataset stays as drawn
 
     return st.tuples(st.sampled_from(names), st.integers(0, 2**32 - 1)).map(build).filter(lambda r: r is not None)
 
@@ -105,6 +124,7 @@ def structured_datasets(n: int, d: int, separation: float = 0.0,
 INTEGER_MAX_D = 64
 
 
+@functools.lru_cache(maxsize=1024)
 def integer_datasets(n: int, d: int, separation: float = 0.0, bound: int = 3) -> st.SearchStrategy[torch.Tensor]:
     """n normalised integer vectors of Z^d with entries in [-bound, bound], pairwise >= separation apart."""
     row = st.lists(st.integers(-bound, bound), min_size=d, max_size=d).filter(any)
@@ -116,6 +136,7 @@ def integer_datasets(n: int, d: int, separation: float = 0.0, bound: int = 3) ->
     return st.lists(row, min_size=n, max_size=n).map(build).filter(lambda X: _separated(X, separation))
 
 
+@functools.lru_cache(maxsize=1024)
 def datasets(n: int, d: int, separation: float = 0.0,
              premises: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[str, torch.Tensor]]:
     """(origin, dataset) with unit-norm rows, pairwise >= separation apart, meeting the declared premises
@@ -139,10 +160,7 @@ def datasets(n: int, d: int, separation: float = 0.0,
 def labelings(n: int, X: torch.Tensor | None = None) -> st.SearchStrategy[list[int]]:
     """Label patterns in {-1, +1}^n: all of them for n <= ALL_PATTERNS_UP_TO (first label +1, the rest
     enumerated), else any list; plus the patterns of the label families on X (half-space, by-cluster)."""
-    if n <= ALL_PATTERNS_UP_TO:
-        explicit = st.sampled_from(all_patterns(n))
-    else:
-        explicit = st.lists(st.sampled_from((1, -1)), min_size=n, max_size=n)
+    explicit, fams = _labelings(n)
     if X is None:
         return explicit
 
@@ -151,8 +169,18 @@ def labelings(n: int, X: torch.Tensor | None = None) -> st.SearchStrategy[list[i
         y = draw_labels(_gen(seed), name, 1, n, X[None])
         return [int(v) for v in y[0].tolist()]
 
-    fams = st.tuples(st.sampled_from([f for f in LABELS if f != "rademacher"]), st.integers(0, 2**32 - 1))
     return st.one_of(explicit, fams.map(family))
+
+
+@functools.lru_cache(maxsize=64)
+def _labelings(n: int) -> tuple[st.SearchStrategy[list[int]], st.SearchStrategy[tuple[str, int]]]:
+    """labelings' explicit patterns and its (label family, seed) pairs; a drawn pattern is the cached strategy's own
+    list: copy it before changing it."""
+    if n <= ALL_PATTERNS_UP_TO:
+        explicit = st.sampled_from(all_patterns(n))
+    else:
+        explicit = st.lists(st.sampled_from((1, -1)), min_size=n, max_size=n)
+    return explicit, st.tuples(st.sampled_from([f for f in LABELS if f != "rademacher"]), st.integers(0, 2**32 - 1))
 
 
 def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, float] | None:
@@ -165,13 +193,19 @@ def dataset_shape(claim: Claim, params: dict[str, float]) -> tuple[int, int, flo
 
     def ev(key: str, default: float | None) -> float | None:
         if key in spec:
-            return parse(str(spec[key]), set(vals)).evaluate(vals)
+            return _parsed(str(spec[key]), frozenset(vals)).evaluate(vals)
         return params.get(key, default)
 
     n, d, sep = ev("n", 1), ev("d", None), ev("separation", 0.0)
     if n is None or d is None:
         return None
     return round(n), round(d), float(sep or 0.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str, names: frozenset[str]) -> Expr:
+    """An input expression parsed once (dataset_shape reads it at every case a hunt draws)."""
+    return parse(text, names)
 
 
 def quantified_families(role: str, claim: Claim | None = None) -> list[str]:
@@ -219,7 +253,7 @@ def cases(claim: Claim, *, data: bool = True, labels: bool = True, coefficients:
             case.points = X.tolist()
         n_labels = shape[0] if shape is not None else round(params["n"]) if "n" in params else None
         if labels and n_labels:
-            case.labels = draw(labelings(n_labels, X))
+            case.labels = list(draw(labelings(n_labels, X)))
         if coefficients:
             # zero is a stratum of the sweep (strata), not a Hypothesis choice: the shrinker's families stay as they were
             case.coefficients = draw(st.sampled_from([c for c in COEFFICIENTS if c != "zero"]))
@@ -378,19 +412,22 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     for role in quantified:
         dims[f"__quantified:{role}"] = quantified_families(role, claim)
     premises = check_premises(claim.inputs.get("premises", ())) if claim.inputs else ()
-    names = list(dims)
+    names, vals = list(dims), list(dims.values())
     fdims = {k for k in names if k.startswith("__function:")}
-    total = math.prod(len(v) for v in dims.values())
+    total = math.prod(len(v) for v in vals)
+    # each cell as its position in every dimension's values (the dict of values only for the cells picked)
     if total <= 4096:
-        pool = [dict(zip(names, cell, strict=True)) for cell in itertools.product(*dims.values())]
+        pool = list(itertools.product(*(range(len(v)) for v in vals)))
     else:
-        pool = [{k: rng.choice(v) for k, v in dims.items()} for _ in range(4096)]
+        pool = [tuple(rng.choice(range(len(v))) for v in vals) for _ in range(4096)]  # rng.choice(v)'s draws
     rng.shuffle(pool)
+    at = np.array(pool, dtype=np.int64).reshape(len(pool), len(names))
     # each cell as one column index per dimension (values compared by repr, so 1 and 1.0 stay one value), so that
     # a pick is a vectorised argmin over the pool instead of a Python scan of every cell
     codes = {k: {r: j for j, r in enumerate(dict.fromkeys(map(repr, v)))} for k, v in dims.items()}
-    index = np.array([[codes[k][repr(cell[k])] for k in names] for cell in pool], dtype=np.int64)
-    index = index.reshape(len(pool), len(names))
+    index = np.zeros_like(at)
+    for j, (k, v) in enumerate(dims.items()):
+        index[:, j] = np.array([codes[k][repr(x)] for x in v], dtype=np.int64)[at[:, j]]
     used = np.zeros((len(names), max((len(c) for c in codes.values()), default=0)), dtype=np.int64)  # [dim, value]
     fcols = [j for j, k in enumerate(names) if k in fdims]
     # a shifted member only once every member of its class was probed as listed (the catalogue is swept first)
@@ -398,15 +435,16 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
     # the ends of continuous ranges (a step size at its largest); integer ones (n, widths) are balanced only
     ends = {k: (min(v), max(v)) for k, v in dims.items()
             if not k.startswith("__") and not all(float(x).is_integer() for x in v)}
+    special = ("__geometry", "__labels", "__coefficients", "__quantified:weights", "__quantified:perturbation")
 
-    def degenerate(cell: dict) -> int:
-        """How many of the cell's values are degenerate (a symmetric geometry, a data-built family, a range end):
-        among equally used cells these come first, where statements break."""
-        return (sum(cell.get(k) in DEGENERATE for k in ("__geometry", "__labels", "__coefficients",
-                                                         "__quantified:weights", "__quantified:perturbation"))
-                + sum(cell[k] in ends[k] for k in ends))
+    def degenerate(k: str, x: object) -> int:
+        """Whether the value x of dimension k is degenerate (a symmetric geometry, a data-built family, a range end):
+        among equally used cells those with more such values come first, where statements break."""
+        return int(x in DEGENERATE) if k in special else int(x in ends[k]) if k in ends else 0
 
-    deg = np.array([degenerate(cell) for cell in pool], dtype=np.int64)
+    deg = np.zeros(len(pool), dtype=np.int64)
+    for j, (k, v) in enumerate(dims.items()):
+        deg += np.array([degenerate(k, x) for x in v], dtype=np.int64)[at[:, j]]
     alive = np.ones(len(pool), dtype=bool)
     # lexicographic key (unprobed function members first, least-used values, most degenerate) as one integer: the
     # first minimum is the cell the plain scan `min(pool, key=...)` picks
@@ -420,7 +458,7 @@ def strata(claim: Claim, count: int, seed: int, *, data: bool = True, labels: bo
                 key = np.where(index[:, sj] != 0, key + int(key.max()) + 1, key)
         best = int(np.argmin(np.where(alive, key, np.iinfo(np.int64).max)))
         alive[best] = False
-        cell = pool[best]
+        cell = dict(zip(names, (v[i] for v, i in zip(vals, pool[best], strict=True)), strict=True))
         case = _stratum_case(claim, cell, rng, labels, premises)
         if case is None:
             continue
