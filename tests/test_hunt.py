@@ -160,3 +160,7 @@ def test_a_spent_budget_stops_hypothesis_without_changing_the_outcome(tmp_path, 
     cut = _searched(monkeypatch, breaks, True, examples=60, replicates=2, seed=11, max_probes=3)
     assert cut[:2] == full[:2] and full[1] is not None  # the one breaking case, which the shrinker cannot leave
     assert cut[2] < full[2]
+    # two or more probed cases break it: the shrinker may still move between them, so Hypothesis is not stopped
+    full = _searched(monkeypatch, breaks, False, examples=60, replicates=2, seed=2, max_probes=12)
+    cut = _searched(monkeypatch, breaks, True, examples=60, replicates=2, seed=2, max_probes=12)
+    assert sum(1 for p in full[0] if p["violations"]) >= 2 and cut == full

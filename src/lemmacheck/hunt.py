@@ -391,7 +391,7 @@ def hunt(claim: Claim, *, examples: int = 50, replicates: int = 8, seed: int = 0
     @given(cases(claim, data=bool(data), labels=bool(labels), coefficients=coefficients, functions=functions,
                  quantified=quantified))
     def search_cases(case) -> None:
-        if STOP_WHEN_SPENT and len(seen) >= budget:
+        if STOP_WHEN_SPENT and len(seen) >= budget and sum(map(breaks, seen.values())) <= 1:
             raise Spent  # past the budget Hypothesis shrinks or generates hundreds more cases, each refused
         p = run_case(case)
         if p is None:
