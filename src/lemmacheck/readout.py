@@ -36,7 +36,7 @@ def deciding_slope(sc: dict[str, Any] | None) -> tuple[str, float, tuple[float, 
 def draws_needed_text(cfg: Any) -> str:
     """What an undecided probabilistic configuration would need (verdicts.ConfigResult.draws_needed)."""
     drawn = f"{cfg.drawn:,} drawn of {max(cfg.planned, cfg.drawn):,} allowed"
-    if getattr(cfg, "at_bound", False):
+    if cfg.at_bound:
         from .verdicts import RATE_RESOLUTION
 
         lo, hi = cfg.violation_ci

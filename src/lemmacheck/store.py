@@ -97,8 +97,22 @@ class ShardRecord:
     device: str = "cpu"  # where it ran; "" when a store written before shards recorded it does not say
 
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # a run's started / finished, UTC
+
+
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime(TIME_FORMAT, time.gmtime())
+
+
+def duration_seconds(started: str | None, finished: str | None) -> float | None:
+    """Seconds from one TIME_FORMAT stamp to another; None when either is missing or malformed."""
+    if not started or not finished:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(finished, TIME_FORMAT))
+                     - calendar.timegm(time.strptime(started, TIME_FORMAT)))
+    except ValueError:
+        return None
 
 
 APPLICATION_ID = 0x4C4D4348  # "LMCH" in the SQLite header: marks a file as a lemmacheck results store
@@ -313,10 +327,7 @@ class Store:
         hunts = self.db.execute("SELECT count(*), coalesce(sum(seconds), 0) FROM probes WHERE run_id=?",
                                 (run_id,)).fetchone() if self._has_probes() else (0, 0.0)
         info = self.db.execute("SELECT started, finished FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        wall = None
-        if info and info[1]:
-            fmt = "%Y-%m-%dT%H:%M:%SZ"
-            wall = calendar.timegm(time.strptime(info[1], fmt)) - calendar.timegm(time.strptime(info[0], fmt))
+        wall = duration_seconds(*info) if info else None
         return {"wall_s": wall, "shards": len(rows), "estimator_s": round(sum(parts.values()), 1),
                 "estimator_s_by_part": {k: round(v, 1) for k, v in parts.items()},
                 "hunts": int(hunts[0]), "hunt_cpu_s": round(float(hunts[1]), 1)}

@@ -256,6 +256,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     # violations and misses together below δ
     unknown = 0 if stated else int((miss & ~viol).sum()) if claim.mode != "scaling" else not_reached
     dci = interval(decided, n, alpha) if n else (0.0, 1.0)
+    # violations and unknowns together: what "holds" and the at-the-bound stop read
+    uci = dci if not unknown else interval(decided + unknown, n, alpha) if n else (0.0, 1.0)
     if errors:
         verdict = "inconclusive"
     elif n == 0 and not valid.all():
@@ -268,7 +270,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
         verdict = "violated" if decided else "inconclusive" if unknown else "holds"
     elif dci[0] > delta:
         verdict = "violated"
-    elif interval(decided + unknown, n, alpha)[1] < delta:
+    elif uci[1] < delta:
         # "holds" is evidence, not a point estimate: even the interval's upper end (at the run's confidence,
         # anytime-valid under early stopping) keeps the violation rate below δ. With no violation that needs
         # n > log(2/α)/δ ≈ 10/δ draws.
@@ -280,7 +282,7 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     needed, at_bound = None, False
     if claim.mode == "probabilistic" and verdict == "inconclusive" and n and not errors:
         needed = draws_to_decide(decided + unknown, n, delta, alpha)
-        at_bound = at_the_bound(interval(decided + unknown, n, alpha), delta)
+        at_bound = at_the_bound(uci, delta)
     vacuous = delta >= 1.0 or not math.isfinite(bound)  # stated probability 0, or no finite bound
     if chk.trivial is not None:
         t = chk.trivial.evaluate(params)

@@ -66,19 +66,6 @@ def pick_run(store: Store, run_id: int | None) -> int:
     return rid
 
 
-def duration_seconds(started: str | None, finished: str | None) -> float | None:
-    import datetime as dt
-
-    if not started or not finished:
-        return None
-    try:
-        a = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ")
-        b = dt.datetime.strptime(finished, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        return None
-    return (b - a).total_seconds()
-
-
 # --------------------------------------------------------------------------------------------- claims
 
 def _shown_path(source: str) -> str:

@@ -16,11 +16,12 @@ from ..claims import Paper
 from ..readout import deciding_slope, level_text
 from ..search import config_search, searches_used
 from ..stats import DEFAULT_ALPHA
+from ..store import duration_seconds
 from ..verdicts import SCALING_ALPHA, family_wise_bound, trend_text
 from . import plots
 from . import svg as S
 from .assets import CSP, CSS, JS
-from .data import ClaimView, Comparison, OldClaim, duration_seconds, label_key
+from .data import ClaimView, Comparison, OldClaim, label_key
 from .mathml import LatexError, render_statement, sanitize, sympy_mathml
 
 VERDICT_ORDER = ["violated", "error", "inconclusive", "n/a", "holds", "infeasible"]
@@ -152,10 +153,10 @@ def _interval(c, claim: Any = None) -> str:
 
 def _draws(c) -> str:
     """How many draws a configuration's verdict needed: "120 of 400 (stopped early: anytime-valid interval)"."""
-    if c.sequential and c.drawn < c.planned and getattr(c, "at_bound", False):
+    if c.sequential and c.drawn < c.planned and c.at_bound:
         return f"{c.drawn:,} of {c.planned:,} (stopped undecided: the rate sits within the resolution of delta)"
     if c.sequential and c.drawn < c.planned and c.verdict == "inconclusive":
-        need = f"; about {c.draws_needed:,} would decide it" if getattr(c, "draws_needed", None) else ""
+        need = f"; about {c.draws_needed:,} would decide it" if c.draws_needed else ""
         return f"{c.drawn:,} of {c.planned:,} (stopped undecided: the budget could not decide it{need})"
     if c.sequential and c.drawn < c.planned:
         return f"{c.drawn:,} of {c.planned:,} (stopped early: anytime-valid interval)"
