@@ -556,7 +556,6 @@ class _Planner:
     def _extension_round(self, claim: Claim, plans: list[ConfigPlan]) -> list[ShardTask]:
         """The shards of the configurations one round adds to the claim's sweep (see EXTEND_ROUNDS)."""
         cid = claim.id
-        budget = available_memory() // max(1, self.workers)
         res = evaluate(self.store, self.run_id, [claim])[0]
         extend = (res.scaling or {}).get("extend") or {}
         if not extend or res.verdict == "violated":
@@ -584,6 +583,8 @@ class _Planner:
                 cost = memory_estimate(claim, params, p.replicates)
                 if spent + cost > EXTEND_COST * base:
                     continue
+                # within the memory of the device the configuration is placed on, as check_memory asks of the plan
+                budget = available_memory(placement(claim, params, p.shard_size)) // max(1, self.workers)
                 if memory_estimate(claim, params, min(p.shard_size, p.replicates)) > budget:
                     continue
                 spent += cost
