@@ -473,6 +473,39 @@ def test_a_placed_run_records_each_shards_device_and_reproduces(monkeypatch, tmp
     assert np.array_equal(_stored(rstore, rid, claim)[0][2], values)
 
 
+def test_a_resumed_fixed_size_configuration_draws_its_missing_shards_where_its_stored_ones_ran(monkeypatch,
+                                                                                                 tmp_path):
+    """The same as above for configurations that draw all their shards at once (no early stop): after losing a
+    wide configuration's last shard, a resume under a threshold that would now place it on the CPU runs it on the
+    device its stored shards ran on (Store.config_device), so the values equal the uninterrupted run's."""
+    import copy
+
+    from standin_device import STANDIN
+
+    from lemmacheck.claims import parse_claim
+    from lemmacheck.store import Store
+
+    base = _claim("zou2018/theorem-5.1-i-layer-output-norm.toml")
+    raw = copy.deepcopy(base.raw)
+    raw["profiles"]["quick"]["early_stop"] = False
+    claim = parse_claim(raw, base.source)
+    _standin_executes(monkeypatch)
+    monkeypatch.setenv("LEMMACHECK_DEVICE", str(STANDIN))
+    monkeypatch.setenv("LEMMACHECK_DEVICE_MIN_COST", "1e9")
+    store = Store(tmp_path / "placed.db")
+    run_id = runner.run_claims([claim], store, profile="quick", seed=0)
+    placed = _stored(store, run_id, claim)
+    wide = next(j for j, (_, devs, _) in placed.items() if set(devs) == {str(STANDIN)})
+    assert len(placed[wide][1]) > 1
+    store.db.execute("DELETE FROM shards WHERE run_id=? AND config_index=? AND shard_index=?",
+                     (run_id, wide, len(placed[wide][1]) - 1))
+    store.db.execute("UPDATE runs SET finished=NULL WHERE run_id=?", (run_id,))
+    monkeypatch.setenv("LEMMACHECK_DEVICE_MIN_COST", "inf")
+    assert runner.run_claims([claim], store, profile="quick", seed=0, resume=True) == run_id
+    resumed = _stored(store, run_id, claim)
+    assert resumed[wide][1] == placed[wide][1] and resumed[wide][2].tolist() == placed[wide][2].tolist()
+
+
 # ---------------------------------------------------------------------------------------- linalg on the device
 
 

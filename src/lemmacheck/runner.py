@@ -530,8 +530,7 @@ class _Planner:
                 continue
             todo = [k for k in range(p.n_shards) if (j, k) not in done]
             # a resumed configuration's missing shards run where its stored ones did, whatever the placement now
-            device = next((s.device for s in self.store.shards(self.run_id, claim.id, j)), None) if (
-                todo and len(todo) < p.n_shards) else None
+            device = self.store.config_device(self.run_id, claim.id, j) if todo and len(todo) < p.n_shards else None
             tasks.extend(_task(claim, j, p, k, device) for k in todo)
         self.queued[claim.id] += len(tasks)
         return tasks

@@ -396,6 +396,13 @@ class Store:
         row = self.db.execute("SELECT cells FROM probes WHERE run_id=? AND claim_id=?", (run_id, claim_id)).fetchone()
         return json.loads(row[0]) if row else []
 
+    def config_device(self, run_id: int, claim_id: str, config_index: int) -> str | None:
+        """Where the configuration's stored shards ran (one device per configuration); None when none is stored or
+        the store predates shards recording it."""
+        row = self.db.execute("SELECT device FROM shards WHERE run_id=? AND claim_id=? AND config_index=? LIMIT 1",
+                              (run_id, claim_id, config_index)).fetchone()
+        return row[0] if row and row[0] else None
+
     def done_shards(self, run_id: int, claim_id: str) -> set[tuple[int, int]]:
         rows = self.db.execute("SELECT config_index, shard_index FROM shards WHERE run_id=? AND claim_id=?",
                                (run_id, claim_id))
