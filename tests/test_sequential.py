@@ -159,3 +159,33 @@ def test_a_rate_at_delta_stops_once_its_interval_lies_within_the_resolution(tmp_
     assert next(c for c in doc["claims"][0]["configs"] if c["params"]["q"] == 0.9)["at_bound"] is True
     assert next(c for c in full[0].configs if c.params["q"] == 0.87).verdict == "violated"
     assert not at_the_bound((0.05, 0.13), 0.1) and at_the_bound((0.08, 0.12), 0.1) and not at_the_bound((0, 0), 0)
+
+
+def test_draws_until_decided_go_where_the_verdict_rests(tmp_path):
+    """With a configuration inside the stated regime, one outside it decides nothing (at most a flag), so it draws
+    only its planned replicates: the rate-0.13 configuration outside `requires` stops undecided at 200 draws,
+    and the failure text says why. With none inside, the same configuration decides the flagged verdict and
+    draws on to "violated" as before (fails if the out-of-regime budget is cut regardless)."""
+    base = CLAIM.replace('probability = "1 - delta"', 'probability = "1 - delta"\nrequires = "q >= 0.9"')
+    both = base.replace("configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]",
+                        "configs = [{ q = 0.87, delta = 0.1 }, { q = 0.95, delta = 0.1 }]").replace(
+        "q = { values = [0.87, 1.0] }", "q = { values = [0.87, 0.95] }")
+    d = _write(tmp_path, both, name="h")
+    claim = load_claim(d / "uniform.toml")
+    # the profile's two configurations, and the full profile's hunted one (pinned, outside the regime too)
+    assert all(p.cap == (20000 if p.params["q"] >= 0.9 else 200) for p in plan(claim, "full", 0))
+    full, doc = _run(d, tmp_path / "f.db", "full")
+    out = next(c for c in full[0].configs if c.params["q"] == 0.87)
+    inside = next(c for c in full[0].configs if c.params["q"] == 0.95)
+    assert not out.in_regime and out.drawn == 200 and out.verdict == "inconclusive"
+    assert inside.in_regime and inside.verdict == "holds" and inside.drawn > 200
+    assert full[0].verdict == "holds"
+    assert "outside the stated regime left undecided" in failure_text(full[0])
+    alone = base.replace("configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]",
+                         "configs = [{ q = 0.87, delta = 0.1 }]").replace(
+        "q = { values = [0.87, 1.0] }", "q = { values = [0.87, 0.88] }")  # the hunt, too, stays outside
+    d2 = _write(tmp_path / "b", alone, name="i")
+    full2, _ = _run(d2, tmp_path / "g.db", "full")
+    only = next(c for c in full2[0].configs if c.params == {"q": 0.87, "delta": 0.1} and not c.pinned)
+    assert not only.in_regime and only.verdict == "violated" and only.drawn > 200
+    assert full2[0].verdict == "violated" and "out-of-regime" in full2[0].flags

@@ -807,3 +807,9 @@ def config_values(claim: Claim, params: Mapping[str, float]) -> dict[str, float]
     """Parameter values plus the regime constants, for evaluating `requires`."""
     assert claim.check is not None
     return {**claim.check.regime_constants, **params}
+
+
+def in_regime(claim: Claim, params: Mapping[str, float]) -> bool:
+    """Whether a configuration meets the statement's `requires` (its parameters alone decide it)."""
+    assert claim.check is not None
+    return claim.check.requires is None or bool(claim.check.requires.holds(config_values(claim, params)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .claims import Claim
+from .claims import Claim, in_regime
 from .corpus import HuntTask, run_hunt_task
 from .errors import LemmacheckError
 from .hunt import Probe, apply_pins, pins_of
@@ -73,8 +74,22 @@ def plan(claim: Claim, profile: str, seed: int,
     cfgs = list(prof.configs)
     if prof.explore:
         cfgs += [c for c in explore_configs(claim, prof.explore, seed ^ _crc(claim.id)) if c not in cfgs]
-    return replayed + [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size,
-                                  early, budget=budget) for c in cfgs]
+    plans = replayed + [ConfigPlan(c, config_seed(seed, claim.id, c, profile), prof.replicates, prof.shard_size,
+                                   early, budget=budget) for c in cfgs]
+    return _pursue_where_decided(claim, plans)
+
+
+def _pursue_where_decided(claim: Claim, plans: list[ConfigPlan]) -> list[ConfigPlan]:
+    """Draws until decided go where the verdict rests. With a configuration inside the stated regime, one outside
+    it decides nothing (verdicts.claim_result: at most the flag violated-out-of-regime), so it draws its planned
+    replicates, stopping early within them, and no more; readout says what would decide it. With none inside,
+    the configurations outside decide the (flagged) verdict and draw on as usual."""
+    if all(p.cap <= p.replicates for p in plans):
+        return plans
+    inside = [in_regime(claim, p.params) for p in plans]
+    if not any(inside):
+        return plans
+    return [p if ok or p.cap <= p.replicates else dataclasses.replace(p, budget=0) for p, ok in zip(plans, inside)]
 
 
 class InProcessExecutor(Executor):

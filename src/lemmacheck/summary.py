@@ -11,7 +11,15 @@ from .readout import draws_needed_text
 from .runner import repro_command
 from .search import config_search, searches_used
 from .stats import DEFAULT_ALPHA
-from .verdicts import EPS, ROUNDING_ULPS, ClaimResult, false_violation_bound, family_wise_bound, trend_text
+from .verdicts import (
+    EPS,
+    ROUNDING_ULPS,
+    ClaimResult,
+    deciding,
+    false_violation_bound,
+    family_wise_bound,
+    trend_text,
+)
 
 
 def rate_is_probability(claim: Claim) -> bool:
@@ -258,12 +266,17 @@ def failure_text(res: ClaimResult) -> str:
             lines.append(f"    not reached within {worst.budget} steps: {worst.not_reached}/{worst.replicates} draws")
     if c.mode == "probabilistic":
         # the configurations that kept the verdict from deciding, and what would decide them
-        undecided = [x for x in res.configs if x.verdict == "inconclusive" and not x.errors and not x.vacuous]
+        undecided = [x for x in deciding(res.configs) if x.verdict == "inconclusive" and not x.errors
+                     and not x.vacuous]
         for x in undecided[:3]:
             lines.append(f"  undecided {x.params}: violations {x.violations}/{x.replicates} vs delta {x.delta:.3g}; "
                          + draws_needed_text(x))
         if len(undecided) > 3:
             lines.append(f"  ... and {len(undecided) - 3} more undecided configurations")
+        aside = [x for x in res.configs if x.verdict == "inconclusive" and x not in deciding(res.configs)]
+        if aside:
+            lines.append(f"  {len(aside)} configuration(s) outside the stated regime left undecided at their planned "
+                         "draws (draws until decided go where the verdict rests)")
         if chk is not None and chk.constants:
             lines.append(f"    (hidden constants at {chk.hidden_constants_at()}: this bound and slack only illustrate; "
                          "the verdict comes from the scaling fit below)")

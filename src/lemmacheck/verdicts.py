@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .claims import Claim, config_values
+from .claims import Claim, in_regime
 from .stats import (
     DEFAULT_ALPHA,
     bernoulli_confidence_sequence,
@@ -217,9 +217,8 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     chk = claim.check
     assert chk is not None
     dtype = dtype or chk.dtype
-    vals = config_values(claim, params)
     bound = chk.bound.evaluate({**chk.regime_constants, **params}) if chk.constants else chk.bound.evaluate(params)
-    in_regime = True if chk.requires is None else chk.requires.holds(vals)
+    inside = in_regime(claim, params)
     delta = claim.delta(params)
     finite = np.isfinite(value)
     bad = valid & ~finite  # NaN on a draw whose hypotheses failed is the estimator's way of saying "no value"
@@ -295,11 +294,16 @@ def config_result(claim: Claim, index: int, params: dict[str, float], seed: int,
     return ConfigResult(
         index, params, seed, n, len(value), k, (float(ci[0]), float(ci[1])),
         float(sl.min()) if n else None, float(np.median(sl)) if n else None,
-        bool(in_regime), verdict, float(bound), float(delta), bool(vacuous),
+        inside, verdict, float(bound), float(delta), bool(vacuous),
         float(v.max()) if n else None, float(np.median(v)) if n else None,
         int((~valid).sum()), worst, method, seconds, errors, shard_size or len(value),
         "confidence-sequence" if anytime else "clopper-pearson", nonpositive, not_reached, steps,
         planned or len(value), bool(sequential), draws_needed=needed, at_bound=at_bound)
+
+
+def deciding(configs: list[ConfigResult]) -> list[ConfigResult]:
+    """The configurations a claim's verdict rests on: those inside the stated regime, or all when none is."""
+    return [c for c in configs if c.in_regime] or configs
 
 
 def _aggregate(verdicts: list[str]) -> str | None:
@@ -933,7 +937,7 @@ def false_violation_bound(res: ClaimResult) -> float:
     fit's bootstrap is approximate: its SCALING_ALPHA/2 is nominal."""
     if res.claim.mode == "infeasible":
         return 0.0
-    inside = [c for c in res.configs if c.in_regime] or res.configs
+    inside = deciding(res.configs)
     total = 0.0
     if res.claim.mode == "probabilistic":
         total += sum(1.5 * DEFAULT_ALPHA if c.sequential else DEFAULT_ALPHA if c.interval == "confidence-sequence"

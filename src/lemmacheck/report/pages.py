@@ -17,7 +17,7 @@ from ..readout import deciding_slope, level_text
 from ..search import config_search, searches_used
 from ..stats import DEFAULT_ALPHA
 from ..store import duration_seconds
-from ..verdicts import SCALING_ALPHA, family_wise_bound, trend_text
+from ..verdicts import SCALING_ALPHA, deciding, family_wise_bound, trend_text
 from . import plots
 from . import svg as S
 from .assets import CSP, CSS, JS
@@ -151,8 +151,13 @@ def _interval(c, claim: Any = None) -> str:
     return f'<span title="search hit rate, not a probability">hit rate {ci}</span>' if _hits(claim) else ci
 
 
-def _draws(c) -> str:
-    """How many draws a configuration's verdict needed: "120 of 400 (stopped early: anytime-valid interval)"."""
+def _draws(c, pursued: bool = True) -> str:
+    """How many draws a configuration's verdict needed: "120 of 400 (stopped early: anytime-valid interval)".
+    `pursued`: whether the verdict rests on it (verdicts.deciding); one that does not draws only its planned
+    replicates (runner._pursue_where_decided)."""
+    if not pursued and c.sequential and c.verdict == "inconclusive":
+        return (f"{c.drawn:,} (outside the stated regime: undecided at its planned draws; draws until decided go "
+                "where the verdict rests)")
     if c.sequential and c.drawn < c.planned and c.at_bound:
         return f"{c.drawn:,} of {c.planned:,} (stopped undecided: the rate sits within the resolution of delta)"
     if c.sequential and c.drawn < c.planned and c.verdict == "inconclusive":
@@ -662,7 +667,7 @@ def _worst_section(view: ClaimView) -> str:
         ("violations", (f"{w.violations} of {w.replicates} ("
                         + (_interval(w, view.claim) if _hits(view.claim) else "interval " + _interval(w))
                         + f", δ = {esc(S.fmt(w.delta))})")),
-        ("draws", esc(_draws(w))),
+        ("draws", esc(_draws(w, w in deciding(view.res.configs)))),
         ("estimate", f"median {esc(S.fmt(w.value_median, 6))}, max {esc(S.fmt(w.value_max, 6))}"),
         ("method", esc(w.method or "–")),
         ("seed", esc(w.seed)),
@@ -710,7 +715,7 @@ def _configs_table(view: ClaimView) -> str:
             f'<td class="num" data-v="{_num_attr(c.slack_min)}">{esc(S.fmt(c.slack_min))}</td>'
             f'<td class="num" data-v="{_num_attr(c.slack_median)}">{esc(S.fmt(c.slack_median))}</td>'
             f'<td class="num" data-v="{c.violations}">{c.violations}/{c.replicates}</td>'
-            f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c))}">{c.drawn:,}'
+            f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c, c in deciding(res.configs)))}">{c.drawn:,}'
             f'{"*" if c.sequential and c.drawn < c.planned else ""}</td>'
             f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c, view.claim)}</td>'
             f'<td class="num" data-v="{_num_attr(c.delta)}">{esc(S.fmt(c.delta))}</td>'
