@@ -248,6 +248,30 @@ def lazy_forward_sequential(gen: torch.Generator, X: torch.Tensor, m: int, d: in
     return az.Forward(H, torch.stack(gs, dim=2), H @ B.transpose(-1, -2).unsqueeze(1))
 
 
+def clip_spectral_mirrored(D: torch.Tensor, tau: float) -> torch.Tensor:
+    """`linalg.clip_spectral`'s previous host path: each Gram from `gram` (syrk's triangle mirrored into a batched
+    tensor), then syevr on it; the fast path hands syevr syrk's triangle as it is and must equal this bit for bit."""
+    import numpy as np
+    import scipy.linalg
+
+    wide = D.shape[-1] > D.shape[-2]
+    A = D.transpose(-1, -2) if wide else D
+    A64 = A.to(torch.float64)
+    G = gram(A)
+    outs = []
+    for Gi, Ai in zip(G.reshape(-1, *G.shape[-2:]), A64.reshape(-1, *A64.shape[-2:])):
+        evals, V = scipy.linalg.eigh(Gi.numpy(), subset_by_value=(tau * tau, np.inf), driver="evr", check_finite=False)
+        if evals.size == 0:
+            outs.append(Ai.clone())
+            continue
+        s = np.sqrt(np.clip(evals, 0, None))
+        f = torch.from_numpy(np.where(s > tau, tau / np.maximum(s, 1e-300), 1.0) - 1)
+        V = torch.from_numpy(V)
+        outs.append(Ai + (Ai @ (V * f)) @ V.T)
+    out = torch.stack(outs).reshape(A64.shape).to(D.dtype)
+    return out.transpose(-1, -2) if wide else out
+
+
 def clip_spectral_eigh(D: torch.Tensor, tau: float) -> torch.Tensor:
     """`linalg.clip_spectral` from all eigenpairs of the Gram (its previous fast path; the oracle it is tested against)."""
     wide = D.shape[-1] > D.shape[-2]

@@ -209,6 +209,18 @@ def test_clip_spectral_subset_equals_all_eigenpairs_path(shape, clustered):
     assert bool((la.spectral_norm_exact_svd(fast) <= tau * (1 + 1e-12)).all())
 
 
+@pytest.mark.parametrize("shape", [(3, 256, 256), (2, 300, 256), (2, 256, 300), (2, 2, 128, 600), (4, 16, 256)])
+def test_clip_spectral_equals_mirrored_gram_path_bit_for_bit(shape):
+    """At syrk's sizes clip_spectral hands syevr syrk's upper triangle as the lower triangle of its transpose, where it
+    mirrored the Gram into a tensor first: the same eigenpairs, so the same projection bit for bit (tall, wide,
+    batched, and a small matrix that still takes `gram`'s product); a wrong triangle fails it."""
+    D = _mats(21, *shape) / 30
+    tau = 0.8 * la.spectral_norm_exact_svd(D).min().item()
+    fast = la.clip_spectral(D, tau)
+    assert torch.equal(fast, references.clip_spectral_mirrored(D, tau))
+    assert not torch.equal(fast, D)
+
+
 @pytest.mark.parametrize("m, seed, start", [(120, 0, "random"), (160, 1, "random"), (90, 2, "clustered"),
                                             (150, 3, "rank-one")])
 def test_ball_tracker_equals_the_dense_projection_along_rank_one_ascent(m, seed, start):

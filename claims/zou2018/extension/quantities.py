@@ -717,8 +717,14 @@ def last_layer_gradient_ratio(ctx: Context) -> Observation:
     valid = _theorem_5_1_i(Ws, fwd)
 
     def neg_ratio(Wt: list[torch.Tensor]) -> torch.Tensor:
-        grads, lp, _ = net.loss_gradients(Wt, X, y)
-        return -(grads[-1] ** 2).sum((-1, -2)) / lp.sum(-1) ** 2
+        # ||grad_{W_L}||_F^2 = ||sum_i w_i x_{L-1,i} b_{L,i}^T||_F^2 = w^T (G∘K) w (b_{L,i} = Σ_{L,i} v, v = ±1): n×n
+        # factors, no m×m gradient formed or differentiated (w and l' as net.loss_gradient_factors makes them)
+        fwd_t = net.forward(Wt, X)
+        lp = net.logistic_derivative(y * fwd_t.out)
+        wts = lp * y / X.shape[-2]
+        xl, S = fwd_t.x[-2], fwd_t.mask(len(Wt))
+        H = (xl @ xl.transpose(-1, -2)) * (S @ S.transpose(-1, -2))
+        return -torch.einsum("ri,rij,rj->r", wts, H, wts) / lp.sum(-1) ** 2
 
     best, found = maximise(neg_ratio, Ws, ctx.p("tau"), ctx.search, ctx.generator, steps=int(ctx.arg("steps", 10)))
     return Observation(-best, valid=valid, extras={"found_by": found},
