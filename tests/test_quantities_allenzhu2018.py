@@ -255,6 +255,60 @@ def test_perturbation_differences_vanish_with_the_radius():
         assert float(obs("rnn-rank-one-perturbation", dict(P, tau0=1e-12, N=3), {"which": w, "N": "N"}).value.max()) < 1e-9
 
 
+def test_forward_skips_only_the_product_with_h0():
+    """net.forward takes g_1 = A x_1 without multiplying W by h_0 = 0: the same h, g, y as the loop that multiplies
+    at every position, bit for bit."""
+    g = torch.Generator().manual_seed(11)
+    X = net.rnn_sequences(g, 3, n=2, L=4, dx=4, separation=0.2)
+    W, A, B = net.init(g, 3, 24, 4, 2)
+    f = net.forward(W, A, B, X)
+    h = torch.zeros(3, 2, 24, dtype=torch.float64)
+    hs, gs = [h], [torch.zeros_like(h)]
+    for l in range(4):
+        gl = h @ W.transpose(-1, -2) + X[:, :, l] @ A.transpose(-1, -2)
+        h = torch.relu(gl)
+        hs.append(h)
+        gs.append(gl)
+    assert torch.equal(f.h, torch.stack(hs, 2)) and torch.equal(f.g, torch.stack(gs, 2))
+    assert torch.equal(f.y, torch.stack(hs, 2) @ B.transpose(-1, -2).unsqueeze(1))
+
+
+def _rank_one_formed(params, args, R, seed):
+    """rnn-rank-one-perturbation as it was written before its rows were perturbed in place: W' = y z^T and W~ + W'
+    formed as full matrices."""
+    ctx = Context("t", dict(params), R, torch.Generator().manual_seed(seed), args=args, inputs_spec=INP,
+                  search="random")
+    W, A, B, X = q._setup(ctx)
+    m = W.shape[-1]
+    N = max(1, min(m, round(q._expr_arg(ctx, "N", 1))))
+    tau = q._radius(ctx)
+    f0 = net.forward(W, A, B, X)
+    z = q._fresh_direction(f0, 0, max(1, f0.L - 1))
+    z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    idx = torch.rand(R, m, generator=ctx.generator).argsort(-1)[:, :N]
+    sgn = torch.randint(0, 2, (R, N), generator=ctx.generator).to(W.dtype) * 2 - 1
+    y = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, sgn * tau)
+    Wp = y.unsqueeze(-1) * z.unsqueeze(-2)
+    Wt = W + Wp
+    f1 = net.forward(Wt, A, B, X)
+    if args["which"] == "forward":
+        return ((f1.h - f0.h).flatten(1, 2) @ Wt.transpose(-1, -2)).abs().flatten(1).amax(-1)
+    a = ctx.randn(R, B.shape[-2])
+    a = a / a.norm(dim=-1, keepdim=True)
+    return q._backward_diff(a, B, W, Wp, f0, f1, args["which"][-1], "coord", rank_one=(y, z))
+
+
+@pytest.mark.parametrize("which", ["forward", "back-a", "back-b"])
+def test_rank_one_rows_perturbed_in_place_equal_the_formed_matrices(which):
+    """The estimator perturbs only W's N rows where y is nonzero, in place, and restores them for the backward
+    products: the same values, bit for bit, as forming W' = y z^T and W~ + W'."""
+    for p, N in ((dict(P, m=48, L=3, n=2, tau0=2.0), 5), (dict(P, m=40, L=2, n=1, tau0=0.5), 1)):
+        args = {"which": which, "z": "fresh", "N": N}
+        got = obs("rnn-rank-one-perturbation", p, args, R=6, seed=3, search="random").value
+        assert torch.equal(got, _rank_one_formed(p, args, 6, 3))
+        assert N == 1 or float(got.max()) > 0  # not a vacuous equality (at N = 1, m = 40 no pattern need flip)
+
+
 def test_fresh_direction_is_orthogonal_to_earlier_states():
     g = torch.Generator().manual_seed(7)
     X = net.rnn_sequences(g, 2, n=3, L=4, dx=4, separation=0.2)

@@ -57,9 +57,10 @@ def right_mul(Z: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
 def init(gen: torch.Generator, R: int, m: int, dx: int, d: int,
          dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Definition 2.3: (W, A, B), drawn in that order, with variances 2/m, 2/m, 1/d."""
-    W = torch.randn(R, m, m, generator=gen, dtype=dtype) * math.sqrt(2.0 / m)
-    A = torch.randn(R, m, dx, generator=gen, dtype=dtype) * math.sqrt(2.0 / m)
-    B = torch.randn(R, d, m, generator=gen, dtype=dtype) * math.sqrt(1.0 / d)
+    # scaled in place: the same products as `randn(...) * s`, without a second (R, m, m) buffer
+    W = torch.randn(R, m, m, generator=gen, dtype=dtype).mul_(math.sqrt(2.0 / m))
+    A = torch.randn(R, m, dx, generator=gen, dtype=dtype).mul_(math.sqrt(2.0 / m))
+    B = torch.randn(R, d, m, generator=gen, dtype=dtype).mul_(math.sqrt(1.0 / d))
     return W, A, B
 
 
@@ -87,7 +88,9 @@ def forward(W: torch.Tensor, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor) 
     hs, gs = [h], [torch.zeros_like(h)]
     Wt = W.transpose(-1, -2)
     for l in range(L):
-        g = h @ Wt + AX[:, :, l]
+        # h_0 = 0: g_1 = A x_1 exactly (the product with W adds zeros; one pass over W less), except under autograd,
+        # where a search's target at L = 1 must still depend on W (its gradient there is 0)
+        g = AX[:, :, 0] if l == 0 and not W.requires_grad else h @ Wt + AX[:, :, l]
         h = torch.relu(g)
         gs.append(g)
         hs.append(h)

@@ -1151,20 +1151,25 @@ def rank_one_perturbation(ctx: Context) -> Observation:
         idx = torch.rand(R, m, generator=ctx.generator).argsort(-1)[:, :N]
         sgn = torch.randint(0, 2, (R, N), generator=ctx.generator).to(W.dtype) * 2 - 1
         y = torch.zeros(R, m, dtype=W.dtype).scatter(-1, idx, sgn * tau)
-        Wp = y.unsqueeze(-1) * z.unsqueeze(-2)
-        Wt = W + Wp  # formed once (R m x m matrices): the forward and the products below share it
-        f1 = net.forward(Wt, A, B, X)
         which = ctx.arg("which", "forward")
+        if which not in ("forward", "back-a", "back-b"):
+            raise EstimatorError(f"args.which = {which!r}: one of forward, back-a, back-b")
+        # W~ + W' differs from W~ only in the N rows where y is nonzero (elsewhere W~ + 0 z^T = W~ exactly): those
+        # rows are perturbed in place, W[k] + y_k z, the same sums as forming W' = y z^T and W~ + W' (two R m x m
+        # buffers and three passes over them), and put back after the perturbed forward pass where W~ is read again
+        rows = (torch.arange(R).unsqueeze(-1), idx)
+        kept = W[rows]
+        W[rows] = kept + (sgn * tau).unsqueeze(-1) * z.unsqueeze(-2)
+        f1 = net.forward(W, A, B, X)  # at W~ + W'
         if which == "forward":
             hp = f1.h - f0.h  # h'_{i,l}, l = 0..L
             # one product per replicate over all (i, l) rows: a broadcast over i would copy W~ + W' n times
-            val = (hp.flatten(1, 2) @ Wt.transpose(-1, -2)).abs().flatten(1).amax(-1)
-        elif which in ("back-a", "back-b"):
+            val = (hp.flatten(1, 2) @ W.transpose(-1, -2)).abs().flatten(1).amax(-1)
+        else:
+            W[rows] = kept  # W~ again
             a = ctx.randn(R, B.shape[-2])
             a = a / a.norm(dim=-1, keepdim=True)
-            val = _backward_diff(a, B, W, Wp, f0, f1, "a" if which == "back-a" else "b", "coord", rank_one=(y, z))
-        else:
-            raise EstimatorError(f"args.which = {which!r}: one of forward, back-a, back-b")
+            val = _backward_diff(a, B, W, None, f0, f1, "a" if which == "back-a" else "b", "coord", rank_one=(y, z))
     return Observation(val, method=f"rank-one W', N = {N}, z = {zk}")
 
 
