@@ -275,6 +275,22 @@ def test_last_layer_gradient_gram_identity():
     torch.testing.assert_close(out, quad / lp.sum(-1) ** 2, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("L", [1, 2, 5])
+def test_sparse_backward_sup_input_gradients_are_the_backward_products(L):
+    """sparse-backward-sup takes u_{l+1} = b_{l+1} W_{l+1}^T once, as the product b_l masks: equal bit for bit to
+    net.input_gradients(net.backward_vectors), and the estimator's value is the top-s norm of those vectors."""
+    params = {"m": 40, "L": L, "n": 3, "d": 7, "s": 5}
+    out = est("sparse-backward-sup", ctx(params, R=4, seed=9)).value
+    c = ctx(params, R=4, seed=9)
+    Ws, X = zq._init(c)
+    fwd = net.forward(Ws, X)
+    ref = net.input_gradients(Ws, net.backward_vectors(Ws, fwd))
+    got = zq._input_gradients(Ws, fwd)
+    assert len(got) == L and all(torch.equal(a, b) for a, b in zip(got, ref))
+    top = torch.stack([u.abs().sort(-1, descending=True).values[..., :5].norm(dim=-1).amax(-1) for u in ref], -1)
+    assert torch.equal(out, top.amax(-1))
+
+
 @pytest.mark.parametrize("L, n, labels", [(2, 4, "adversarial"), (1, 3, "random"), (3, 5, "adversarial")])
 def test_last_layer_gradient_ratio_search_equals_materialised_gradient(L, n, labels):
     """The searched ratio takes ||grad_{W_L}||_F^2 as w^T (G∘K) w, differentiated through n×n factors; with the
