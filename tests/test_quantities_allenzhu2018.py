@@ -301,12 +301,40 @@ def _rank_one_formed(params, args, R, seed):
 @pytest.mark.parametrize("which", ["forward", "back-a", "back-b"])
 def test_rank_one_rows_perturbed_in_place_equal_the_formed_matrices(which):
     """The estimator perturbs only W's N rows where y is nonzero, in place, and restores them for the backward
-    products: the same values, bit for bit, as forming W' = y z^T and W~ + W'."""
-    for p, N in ((dict(P, m=48, L=3, n=2, tau0=2.0), 5), (dict(P, m=40, L=2, n=1, tau0=0.5), 1)):
+    products: the forward value is bit for bit the one from forming W' = y z^T and W~ + W'. The backward ones advance
+    every segment's chain together, telescoped (`_rank_one_backward_coord`): equal to the chain-at-a-time rows
+    (`_backward_diff`) to rounding, and exactly 0 where they were."""
+    for p, N in ((dict(P, m=48, L=3, n=2, tau0=2.0), 5), (dict(P, m=40, L=2, n=1, tau0=0.5), 1),
+                 (dict(P, m=32, L=4, n=2, tau0=1.0), 2), (dict(P, m=24, L=4, n=2, tau0=8.0), 24)):
         args = {"which": which, "z": "fresh", "N": N}
         got = obs("rnn-rank-one-perturbation", p, args, R=6, seed=3, search="random").value
-        assert torch.equal(got, _rank_one_formed(p, args, 6, 3))
+        ref = _rank_one_formed(p, args, 6, 3)
+        if which == "forward":
+            assert torch.equal(got, ref)
+        else:
+            torch.testing.assert_close(got, ref, rtol=1e-10, atol=0)
+            assert torch.equal(got == 0, ref == 0)
         assert N == 1 or float(got.max()) > 0  # not a vacuous equality (at N = 1, m = 40 no pattern need flip)
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_chains_advanced_together_equal_the_segments_one_at_a_time(which):
+    """`_rank_one_backward_coord` against `_backward_diff` on independent random patterns (flips at every step,
+    where the estimator's small W' flips few), every L: equal to rounding."""
+    g = torch.Generator().manual_seed(12)
+    for L in (1, 2, 3, 5):
+        R, n, m = 4, 3, 20
+        W = torch.randn(R, m, m, generator=g, dtype=torch.float64) / math.sqrt(m)
+        B = torch.randn(R, 2, m, generator=g, dtype=torch.float64)
+        a = torch.randn(R, 2, generator=g, dtype=torch.float64)
+        y = torch.randn(R, m, generator=g, dtype=torch.float64)
+        z = torch.randn(R, m, generator=g, dtype=torch.float64)
+        gt, gp = (torch.randn(R, n, L + 1, m, generator=g, dtype=torch.float64) for _ in range(2))
+        f0 = net.Forward(torch.relu(gt), gt, gt[..., :1])
+        f1 = net.Forward(torch.relu(gp), gp, gp[..., :1])
+        ref = q._backward_diff(a, B, W, y.unsqueeze(-1) * z.unsqueeze(-2), f0, f1, which, "coord", rank_one=(y, z))
+        got = q._rank_one_backward_coord(a, B, W, y, z, f0.mask(), f1.mask(), which)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=0)
 
 
 def test_fresh_direction_is_orthogonal_to_earlier_states():

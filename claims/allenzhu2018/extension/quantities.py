@@ -1126,6 +1126,41 @@ def _states(fwd: net.Forward, l: int) -> torch.Tensor:
     return fwd.h[:, :, 1:l + 1].transpose(1, 2).reshape(R, l * n, m).transpose(-1, -2)
 
 
+def _rank_one_backward_coord(a: torch.Tensor, B: torch.Tensor, W: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+                             Dt: torch.Tensor, D: torch.Tensor, which: str) -> torch.Tensor:
+    """max over segments L >= l2 >= l1 >= 1 and sequences of the largest |entry| of Lemma C.11's difference, (R,):
+    (a) a^T B prod D~ W~ - a^T B prod D W~, (b) a^T B prod D (W~ + W') - a^T B prod D W~ for W' = y z^T; what
+    `_backward_diff(..., "coord", rank_one=(y, z))` computes, in fewer passes over W. Every segment ending at l2 is a
+    step of the chain started at a^T B D_{l2}, so the L chains advance together, one product with W a step for all
+    (L products, where one chain at a time took L(L+1)/2 for each of the two rows (a), for the pair (b)). Each chain
+    carries its row M (patterns D) and the difference Delta, telescoped: (a) Delta <- (Delta o D~ + M o (D~ - D)) W~,
+    (b) Delta <- (Delta o D) W~ + ((Delta o D + M o D) y) z^T, so a segment whose patterns agree gives exactly 0, as
+    the subtraction of two equal rows did. The products' rows are batched otherwise, so values agree with the chain
+    at a time to rounding (reordered sums)."""
+    R, n, L1, m = D.shape
+    L = L1 - 1
+    M = (a.unsqueeze(-2) @ B).expand(R, L * n, m).reshape(R, L, n, m)  # chain c starts at l2 = L - c
+    delta = torch.zeros_like(M)
+    best = torch.zeros(R, dtype=W.dtype)
+    yv, zr = y.reshape(R, 1, m, 1), z.reshape(R, 1, 1, m)
+    for t in range(L):  # step t: chains c < L - t are active, chain c applies D_{l1}, l1 = L - c - t
+        A = L - t
+        M, delta = M[:, :A], delta[:, :A]
+        Dm = D[:, :, 1:A + 1].flip(2).transpose(1, 2)  # (R, A, n, m): D_{A - c} for chain c
+        MD = M * Dm
+        if which == "a":
+            Dtm = Dt[:, :, 1:A + 1].flip(2).transpose(1, 2)
+            dD = delta * Dtm + M * (Dtm - Dm)
+        else:
+            dD = delta * Dm
+        prod = (torch.cat([dD, MD], 1).reshape(R, 2 * A * n, m) @ W).reshape(R, 2 * A, n, m)
+        delta, M = prod[:, :A], prod[:, A:]
+        if which == "b":
+            delta = delta + ((dD + MD) @ yv) * zr
+        best = torch.maximum(best, delta.abs().amax(-1).flatten(1).amax(-1))
+    return best
+
+
 @QUANTITIES.register("rnn-rank-one-perturbation", "Lemmas C.10-C.11 for W' = y z^T, ||z|| = 1, y with N = args.N (an "
                      "expression) random coordinates +-tau0/sqrt(m) (W' independent of B): args.which 'forward' max "
                      "|((W~+W') h'_{i,l})_k| (C.10), 'back-a' max |(a^T B prod D W~ - a^T B prod D~ W~)_k| (C.11 (a)), "
@@ -1169,7 +1204,7 @@ def rank_one_perturbation(ctx: Context) -> Observation:
             W[rows] = kept  # W~ again
             a = ctx.randn(R, B.shape[-2])
             a = a / a.norm(dim=-1, keepdim=True)
-            val = _backward_diff(a, B, W, None, f0, f1, "a" if which == "back-a" else "b", "coord", rank_one=(y, z))
+            val = _rank_one_backward_coord(a, B, W, y, z, f0.mask(), f1.mask(), which[-1])
     return Observation(val, method=f"rank-one W', N = {N}, z = {zk}")
 
 
