@@ -179,6 +179,62 @@ def test_masked_gram_recursion_matches_every_explicit_product():
     assert out.method == "masked Gram recursion, top eigenvalue (rounded up)"
 
 
+def _masked_product_norm_unpruned(c):
+    """masked-product-norm as it was before candidates were certified below the running max: every (l1, l2, i)
+    norm computed (Gram recursion without `top`, explicit products by spectral_norm), then the same max."""
+    Ws, X = zq._init(c)
+    fwd = net.forward(Ws, X)
+    L, n = len(Ws), X.shape[-2]
+    best, where, wnorm = torch.zeros(c.replicates, dtype=torch.float64), torch.zeros(c.replicates, 2), {}
+    for l1 in range(1, L):
+        wide = Ws[l1 - 1].shape[-2]
+        if wide >= max(W.shape[-1] for W in Ws[l1 - 1:]) and (wide > Ws[l1 - 1].shape[-1] or n > 1):
+            for l2 in range(l1 + 1, L + 1):
+                wnorm.setdefault(l2, zq.spectral_norm(Ws[l2 - 1])[0])
+            norms = zq._masked_gram_norms(Ws, fwd, l1, wnorm)
+        else:
+            norms, P = [], Ws[l1 - 1].transpose(-1, -2).unsqueeze(1).expand(-1, n, -1, -1)
+            for l2 in range(l1 + 1, L + 1):
+                W, mask = Ws[l2 - 1], fwd.mask(l2 - 1) > 0
+                P = torch.stack([torch.stack([W[r][mask[r, i]].T @ P[r, i][mask[r, i]] for i in range(n)])
+                                 for r in range(W.shape[0])])
+                norms.append(zq.spectral_norm(P)[0])
+        for l2, s in zip(range(l1 + 1, L + 1), norms):
+            s = s.amax(-1)
+            better = s > best
+            best = torch.where(better, s, best)
+            where[better] = torch.tensor([float(l1), float(l2)])
+    return best, where
+
+
+@pytest.mark.parametrize("params", [{"m": 64, "L": 4, "n": 3, "d": 64},  # Gram recursion at every l1
+                                    {"m": 256, "L": 3, "n": 2, "d": 256, "alternate": 1}])  # explicit products too
+def test_masked_product_norm_certified_candidates_leave_max_and_argmax_bit_identical(params, monkeypatch):
+    """Candidates certified below a replicate's running max are not solved; the max and its (l1, l2) stay those of
+    every norm computed, bit for bit, and certificates did skip solves (so the comparison tests them)."""
+    calls = []
+    real = zq._certified_below
+    monkeypatch.setattr(zq, "_certified_below", lambda *a: calls.append(real(*a)) or calls[-1])
+    out = est("masked-product-norm", ctx(params, R=3, seed=12))
+    best, where = _masked_product_norm_unpruned(ctx(params, R=3, seed=12))
+    assert torch.equal(out.value, best)
+    assert torch.equal(out.extras["l1"], where[:, 0].double()) and torch.equal(out.extras["l2"], where[:, 1].double())
+    assert sum(calls) >= 3
+
+
+def test_certified_below_never_certifies_a_value_at_or_above_best():
+    g = torch.Generator().manual_seed(14)
+    A = torch.randn(200, 120, generator=g, dtype=torch.float64)
+    G = A.T @ A
+    lam = float(torch.linalg.eigvalsh(G)[-1])
+    fro, add = float(G.norm()), 1e-9
+    value = math.sqrt(lam + add)
+    assert zq._certified_below(G, value * (1 + 1e-6), add, fro)
+    for below in (1 - 1e-6, 1 - 1e-12, 1.0, 1 + 1e-12):  # the value itself, or within the 5e-9 margin
+        assert not zq._certified_below(G, value * below, add, fro)
+    assert not zq._certified_below(G, -math.inf, add, fro)
+
+
 def test_perturbed_weight_norm_is_norm_plus_tau():
     params = {"m": 8, "L": 3, "n": 2, "d": 4, "tau": 0.3}
     out = est("perturbed-weight-norm", ctx(params, R=4, seed=10)).value

@@ -9,13 +9,19 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import torch
 
-from lemmacheck.boundary import on_host
+from lemmacheck.boundary import on_host, to_numpy
 from lemmacheck.context import Context, Observation
 from lemmacheck.linalg import (
+    EXACT_SVD_MAX,
+    SYRK_MIN_ENTRIES,
+    TOP_EIG_MIN_N,
     BallTracker,
     _scipy_blas_threads,
+    _syevx_one,
+    _sym_gram,
     canonical_eigh,
     gaussian_spectral_norm,
     gram,
@@ -348,33 +354,133 @@ def masked_product_norm(ctx: Context) -> Observation:
     where = torch.zeros(ctx.replicates, 2, dtype=X.dtype)
     methods = set()
     wnorm: dict[int, torch.Tensor] = {}  # ||W_l||_2 rounded up: the recursion carries rounding errors through W_l
+    # per replicate the largest value computed exactly so far: a later candidate certified below it is not
+    # computed (-inf below), which leaves the max and its (l1, l2) as they were (`_certified_below`)
+    top = [-math.inf] * ctx.replicates
     for l1 in range(1, L):
-        # The Gram recursion where its Grams are no larger than P's smaller Gram (m_{l1-1} >= every later width) and
-        # it saves more than the norms of W_l it needs cost: unless d = m_{l1} with a single input
+        # The Gram recursion where its Grams are no larger than P's smaller Gram (m_{l1-1} >= m_{l1} and every later
+        # width: with m_{l1} > m_{l1-1}, as alternate widths at odd L, gram(A_S) was the other Gram once |S| > m_{l1-1},
+        # and the recursion's product failed) and it saves more than the norms of W_l it needs cost: unless
+        # d = m_{l1} with a single input
         wide = Ws[l1 - 1].shape[-2]
-        if wide >= max(W.shape[-1] for W in Ws[l1:]) and (wide > Ws[l1 - 1].shape[-1] or n > 1):
+        if wide >= max(W.shape[-1] for W in Ws[l1 - 1:]) and (wide > Ws[l1 - 1].shape[-1] or n > 1):
             for l2 in range(l1 + 1, L + 1):
                 if l2 not in wnorm:
                     wnorm[l2] = spectral_norm(Ws[l2 - 1])[0]
-            norms = _masked_gram_norms(Ws, fwd, l1, wnorm)
+            norms = _masked_gram_norms(Ws, fwd, l1, wnorm, top)
             methods.add("masked Gram recursion, top eigenvalue (rounded up)")
         else:
-            norms = []
+            norms, pending = [], []
             P = Ws[l1 - 1].transpose(-1, -2).unsqueeze(1).expand(-1, n, -1, -1)  # W_{l1}^T: m_{l1} x m_{l1-1}
             for l2 in range(l1 + 1, L + 1):
                 # W_{l2}^T Sigma P over the active units S only (W_{l2}[S]^T P[S]): half the product's flops
                 W, mask = Ws[l2 - 1], fwd.mask(l2 - 1) > 0
                 P = torch.stack([torch.stack([W[r][mask[r, i]].transpose(0, 1) @ P[r, i][mask[r, i]]
                                               for i in range(n)]) for r in range(W.shape[0])])
-                s, meth = spectral_norm(P)
-                methods.add(meth)
-                norms.append(s)
+                grams = _product_grams(P) if n * (L - l1) > 1 else None
+                if grams is None:
+                    s, meth = spectral_norm(P)
+                    methods.add(meth)
+                    norms.append(s)
+                else:  # spectral_norm's values where computed, once the block's Grams are all formed
+                    methods.add("gram-eigvalsh (rounded up)")
+                    pending.append((grams, gram_rounding_bound(P)))
+                    norms.append(None)
+            if pending:
+                norms = _pruned_product_norms(pending, top)
         for l2, s in zip(range(l1 + 1, L + 1), norms):
             s = s.amax(-1)
+            for r, v in enumerate(s.tolist()):
+                top[r] = max(top[r], v)
             better = s > best
             best = torch.where(better, s, best)
             where[better] = torch.tensor([float(l1), float(l2)], dtype=X.dtype)
     return Observation(best, extras={"l1": where[:, 0], "l2": where[:, 1]}, method=",".join(sorted(methods)))
+
+
+PRUNE_MIN_N = 64  # below, the eigenvalues come from torch's batched eigvalsh, cheaper than a certificate each
+
+
+def _top_estimate(G: torch.Tensor, steps: int = 8) -> float:
+    """A Rayleigh quotient of the symmetric G (its upper triangle read: BLAS symv) after a few power steps from the
+    all-ones vector: which candidate looks largest (the order in which `_certified_below` meets them; it decides
+    nothing)."""
+    from scipy.linalg.blas import dsymv
+
+    A = to_numpy(G)
+    A = A if A.flags.f_contiguous else A.T  # C-ordered: its transpose, the same symmetric matrix, Fortran-ordered
+    v = np.ones(A.shape[-1])
+    for _ in range(steps):
+        w = dsymv(1.0, A, v, lower=0)
+        nv = float(np.linalg.norm(w))
+        if not nv > 0:
+            return 0.0
+        v = w / nv
+    return float(v @ dsymv(1.0, A, v, lower=0))
+
+
+def _certified_below(G: torch.Tensor, best: float, add: float, fro: float) -> bool:
+    """True proves that sqrt(max(lam, 0) + add), lam G's top eigenvalue as a backward-stable eigensolver computes
+    it (|lam - lambda_max(G)| <= 100 k u ||G||_F, 25x the allowance the norms add for it), is below `best`, by at
+    least 5e-9 relative: Cholesky of s I - G succeeds, s = c less Cholesky's backward error (as
+    `spectral_norm_at_most`), c = best^2 (1 - 1e-8) - add - 100 k u ||G||_F. False decides nothing (the caller
+    computes the value). G: symmetric, its upper triangle read."""
+    if not 0 < best < math.inf:  # nothing computed yet (-inf)
+        return False
+    k = G.shape[-1]
+    u = torch.finfo(torch.float64).eps / 2
+    c = best * best * (1 - 1e-8) - add - 100 * k * u * fro
+    if not 0 < c < math.inf:
+        return False
+    from scipy.linalg import lapack
+
+    _scipy_blas_threads(torch.get_num_threads())
+    M = np.negative(to_numpy(G), order="F")  # LAPACK's dpotrf: 2x torch's cholesky_ex at 512 here
+    idx = np.arange(k)
+    M[idx, idx] += c - 2 * (k + 1) * u * c
+    return lapack.dpotrf(M, lower=0, clean=0, overwrite_a=1)[1] == 0
+
+
+def _product_grams(P: torch.Tensor) -> list[list[torch.Tensor]] | None:
+    """Per (replicate, input) of P (R, n, a, b) the Gram that `spectral_norm` takes its top eigenvalue of (syrk's
+    upper triangle, Fortran-ordered: what every reader here reads), where it takes that LAPACK path; None
+    elsewhere."""
+    a, b = P.shape[-2:]
+    if not on_host(P) or P.requires_grad or a * b < SYRK_MIN_ENTRIES or min(a, b) < max(TOP_EIG_MIN_N, PRUNE_MIN_N) \
+            or min(a, b) > EXACT_SVD_MAX:
+        return None
+    out = []
+    for Pr in P.to(torch.float64):
+        row = []
+        for M in Pr:
+            row.append(torch.from_numpy(_sym_gram(to_numpy(M), mirror=False)))
+        out.append(row)
+    return out
+
+
+def _pruned_product_norms(pending: list, top: list[float]) -> list[torch.Tensor]:
+    """spectral_norm's values (R, n) of one l1's products, one per l2 in `pending` ((Grams, gram_rounding_bound)),
+    -inf where `_certified_below` shows a value below the replicate's largest (`top`, updated): the candidates
+    met in the order of their estimates, so the largest is usually computed first and the others certified."""
+    R, n = len(pending[0][0]), len(pending[0][0][0])
+    lam = [torch.zeros(R, n, dtype=torch.float64) for _ in pending]
+    skip = [torch.zeros(R, n, dtype=torch.bool) for _ in pending]
+    for r in range(R):
+        cands = sorted(((_top_estimate(g[r][i]), k, i) for k, (g, _) in enumerate(pending) for i in range(n)),
+                       key=lambda t: -t[0])
+        for _, k, i in cands:
+            G, add = pending[k][0][r][i], float(pending[k][1][r, i])
+            if _certified_below(G, top[r], add, math.sqrt(2) * float(G.norm())):  # ||G||_F <= sqrt2 ||triu(G)||_F
+                skip[k][r, i] = True
+                continue
+            # the upper triangle syrk wrote: _top_gram_eigenvalue's call on the same matrix
+            lam[k][r, i] = _syevx_one(to_numpy(G), vectors=False, overwrite=True)[0]
+            top[r] = max(top[r], float((lam[k][r, i].clamp_min(0) + pending[k][1][r, i]).sqrt()))
+    out = []
+    for (_, gb), lk, sk in zip(pending, lam, skip):
+        s = (lk.clamp_min(0) + gb).sqrt()
+        out.append(s.masked_fill(sk, -math.inf))
+    return out
 
 
 def _gamma(k: int) -> float:
@@ -383,7 +489,7 @@ def _gamma(k: int) -> float:
 
 
 def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
-                       wnorm: dict[int, torch.Tensor]) -> list[torch.Tensor]:
+                       wnorm: dict[int, torch.Tensor], top: list[float] | None = None) -> list[torch.Tensor]:
     """||P_{l1,l2}||_2 for l2 = l1+1..L, (R, n) each, P = W_{l2}^T Sigma_{l2-1} ... Sigma_{l1} W_{l1}^T, from the
     Grams G_{l2} = P P^T = W_{l2}^T Sigma G_{l2-1} Sigma W_{l2} with G_{l1} = W_{l1}^T W_{l1}, on the active units
     S of each mask only: G_{l2} = W_{l2}[S]^T G_{l2-1}[S, S] W_{l2}[S]. That needs |S|^2 m_{l1-1} + 2 |S| m (|S| + m)
@@ -391,13 +497,16 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
     eigenvalue is rounded up by a bound on the recursion's rounding (products |fl(AB) - AB| <= gamma_k |A||B|, so
     ||.||_2 <= gamma_k ||A||_F ||B||_F, carried through W_S^T E W_S by ||W_S||_2^2 <= wnorm[l2]^2) plus the
     eigensolver's backward error (4 m u ||G||_F): never below the exact product's norm, above it by about 1e-10
-    relative (as `spectral_norm`'s allowance)."""
+    relative (as `spectral_norm`'s allowance). With `top` (per replicate the largest value computed so far,
+    updated) a replicate's Grams from order PRUNE_MIN_N on are met in the order of their estimates and each one
+    `_certified_below` top is not solved: -inf there (the eigensolves were 25-60% of a shard's time)."""
     L = len(Ws)
     R, n = fwd.out.shape
     u = torch.finfo(torch.float64).eps / 2
     out = [torch.empty(R, n, dtype=torch.float64) for _ in range(l1 + 1, L + 1)]
     for r in range(R):
         A = Ws[l1 - 1][r].to(torch.float64)
+        cands = []
         for i in range(n):
             S = fwd.mask(l1)[r, i].nonzero().squeeze(-1)
             AS = A[:, S]
@@ -410,12 +519,26 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 Gn = 0.5 * (Gn + Gn.transpose(0, 1))
                 w2, wf = float(wnorm[l2][r]) ** 2, float(WS.norm())
                 err = w2 * err + _gamma(len(S)) * wf * (math.sqrt(w2) * float(G.norm()) + float(T.norm()))
-                lam = float(top_eigenvalue(Gn)) if Gn.numel() else 0.0
-                eig_err = 4 * Gn.shape[-1] * u * float(Gn.norm())
-                out[k][r, i] = math.sqrt(max(lam, 0.0) + err + eig_err)
+                fro = float(Gn.norm())
+                eig_err = 4 * Gn.shape[-1] * u * fro
+                if top is not None and Gn.shape[-1] >= PRUNE_MIN_N:
+                    cands.append((_top_estimate(Gn), k, i, Gn, err, eig_err, fro))
+                else:
+                    lam = float(top_eigenvalue(Gn)) if Gn.numel() else 0.0
+                    out[k][r, i] = math.sqrt(max(lam, 0.0) + err + eig_err)
+                    if top is not None:
+                        top[r] = max(top[r], float(out[k][r, i]))
                 if l2 < L:
                     S = fwd.mask(l2)[r, i].nonzero().squeeze(-1)
                     G = Gn[S][:, S]
+        for _, k, i, Gn, err, eig_err, fro in sorted(cands, key=lambda c: -c[0]):
+            assert top is not None
+            if _certified_below(Gn, top[r], err + eig_err, fro):
+                out[k][r, i] = -math.inf
+                continue
+            lam = float(top_eigenvalue(Gn))
+            out[k][r, i] = math.sqrt(max(lam, 0.0) + err + eig_err)
+            top[r] = max(top[r], float(out[k][r, i]))
     return out
 
 
