@@ -643,6 +643,34 @@ def _ctx(params, args, R, seed, search="adversarial"):
     return Context("t", dict(params), R, torch.Generator().manual_seed(seed), args=args, inputs_spec=INP, search=search)
 
 
+@pytest.mark.parametrize("draws", [0, 1])
+def test_pattern_changes_flip_rows_in_place_equal_the_formed_adversary(draws):
+    """rnn-pattern-changes perturbs only the rows where the flip adversary's u is nonzero, in place, and puts them
+    back before the next sequence's adversary: values and extras bit for bit those of forming W + tau u h^T."""
+    p = {"m": 40, "L": 3, "n": 3, "dx": 5, "d": 1, "delta": 0.2, "tau0": 2.0}
+    got = QUANTITIES.get("rnn-pattern-changes").obj(_ctx(p, {"random_draws": draws}, 5, 8))
+    ctx = _ctx(p, {}, 5, 8)
+    W, A, B, X = q._setup(ctx)
+    tau = q._radius(ctx)
+    f0 = net.forward(W, A, B, X)
+    best = torch.zeros(5, dtype=torch.float64)
+    for _ in range(draws):
+        best = torch.maximum(best, q._change("count", f0, net.forward(
+            W + q.random_perturbation(ctx.generator, [W], tau)[0], A, B, X)))
+    found = torch.zeros(5, dtype=torch.float64)
+    for i in range(3):
+        h1 = f0.h[:, i, 1]
+        hn = h1.norm(dim=-1).clamp_min(1e-300)
+        u = q.greedy_flip_vector(f0.g[:, i, 2], hn, tau)
+        u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        val = q._change("count", f0, net.forward(W + tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2),
+                                                 A, B, X))
+        found = torch.where(val > best, torch.full_like(found, 3), found)
+        best = torch.maximum(best, val)
+    assert torch.equal(got.value, best) and torch.equal(got.extras["worst_over_i"], best)
+    assert torch.equal(got.extras["found_by"], found) and float(best.min()) > 0
+
+
 def test_samples_one_is_sequence_one_alone_and_all_is_the_worst_case_over_i():
     """args.samples = 'one' (the per-sample statement the proofs of Lemmas C.2, C.9 prove before their union bound):
     the value is sequence 1's, with the flip adversary aimed at sequence 1, recomputed here on a forward pass of

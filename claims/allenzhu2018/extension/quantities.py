@@ -361,7 +361,15 @@ def pattern_changes(ctx: Context) -> Observation:
                 hn = h1.norm(dim=-1).clamp_min(1e-300)
                 u = greedy_flip_vector(f0.g[:, i, 2], hn, tau)  # g'_{i,2} = tau u ||h_{i,1}|| exactly
                 u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # ||W'|| = tau exactly, same layer-2 flips
-                val, va = counts(W + tau * u.unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2))
+                # W' = tau u h^T is zero outside the rows where u is not (W~ + 0 = W~ exactly): only those rows, padded
+                # to the batch's largest count with rows of u = 0, are perturbed, in place, the same sums as
+                # W + tau u h^T, and put back after the count
+                nz = int((u != 0).sum(-1).amax())
+                rows = (torch.arange(W.shape[0]).unsqueeze(-1), u.abs().topk(nz, dim=-1).indices)
+                kept = W[rows]
+                W[rows] = kept + (tau * u[rows]).unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2)
+                val, va = counts(W)
+                W[rows] = kept
                 found = torch.where(val > best, torch.full_like(found, 3), found)
                 best, worst_all = torch.maximum(best, val), torch.maximum(worst_all, va)
     return Observation(best, extras={"found_by": found, "worst_over_i": worst_all}, method=f"search={ctx.search}"
