@@ -208,18 +208,25 @@ def _masked_product_norm_unpruned(c):
 
 
 @pytest.mark.parametrize("params", [{"m": 64, "L": 4, "n": 3, "d": 64},  # Gram recursion at every l1
-                                    {"m": 256, "L": 3, "n": 2, "d": 256, "alternate": 1}])  # explicit products too
-def test_masked_product_norm_certified_candidates_leave_max_and_argmax_bit_identical(params, monkeypatch):
+                                    {"m": 256, "L": 3, "n": 2, "d": 256, "alternate": 1},  # explicit products too
+                                    # products of both sizes in one block: 384 x 192 certified, 192 x 192 (below
+                                    # syrk's size) by spectral_norm
+                                    {"m": 192, "L": 4, "n": 2, "d": 192, "alternate": 1}])
+@pytest.mark.parametrize("cap", [None, 0])
+def test_masked_product_norm_certified_candidates_leave_max_and_argmax_bit_identical(params, cap, monkeypatch):
     """Candidates certified below a replicate's running max are not solved; the max and its (l1, l2) stay those of
-    every norm computed, bit for bit, and certificates did skip solves (so the comparison tests them)."""
+    every norm computed, bit for bit, and certificates did skip solves (so the comparison tests them); with no
+    memory to hold Grams (cap 0) every norm is solved as it comes, the same values."""
     calls = []
     real = zq._certified_below
     monkeypatch.setattr(zq, "_certified_below", lambda *a: calls.append(real(*a)) or calls[-1])
+    if cap is not None:
+        monkeypatch.setattr(zq, "PRUNE_MAX_BYTES", cap)
     out = est("masked-product-norm", ctx(params, R=3, seed=12))
     best, where = _masked_product_norm_unpruned(ctx(params, R=3, seed=12))
     assert torch.equal(out.value, best)
     assert torch.equal(out.extras["l1"], where[:, 0].double()) and torch.equal(out.extras["l2"], where[:, 1].double())
-    assert sum(calls) >= 3
+    assert sum(calls) >= 3 if cap is None else not calls
 
 
 def test_certified_below_never_certifies_a_value_at_or_above_best():

@@ -377,7 +377,10 @@ def masked_product_norm(ctx: Context) -> Observation:
                 W, mask = Ws[l2 - 1], fwd.mask(l2 - 1) > 0
                 P = torch.stack([torch.stack([W[r][mask[r, i]].transpose(0, 1) @ P[r, i][mask[r, i]]
                                               for i in range(n)]) for r in range(W.shape[0])])
-                grams = _product_grams(P) if n * (L - l1) > 1 else None
+                k = min(P.shape[-2:])
+                held = sum(len(g) * len(g[0]) * g[0][0].shape[-1] ** 2 * 8 for g, _ in pending)
+                grams = (_product_grams(P) if n * (L - l1) > 1 and held + P.shape[0] * n * k * k * 8 <= PRUNE_MAX_BYTES
+                         else None)
                 if grams is None:
                     s, meth = spectral_norm(P)
                     methods.add(meth)
@@ -387,7 +390,8 @@ def masked_product_norm(ctx: Context) -> Observation:
                     pending.append((grams, gram_rounding_bound(P)))
                     norms.append(None)
             if pending:
-                norms = _pruned_product_norms(pending, top)
+                pruned = iter(_pruned_product_norms(pending, top))
+                norms = [next(pruned) if s is None else s for s in norms]
         for l2, s in zip(range(l1 + 1, L + 1), norms):
             s = s.amax(-1)
             for r, v in enumerate(s.tolist()):
@@ -399,6 +403,7 @@ def masked_product_norm(ctx: Context) -> Observation:
 
 
 PRUNE_MIN_N = 64  # below, the eigenvalues come from torch's batched eigvalsh, cheaper than a certificate each
+PRUNE_MAX_BYTES = 1 << 28  # the Grams held at once to be met in order; beyond, solved as they come (as before)
 
 
 def _top_estimate(G: torch.Tensor, steps: int = 8) -> float:
@@ -521,7 +526,8 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 err = w2 * err + _gamma(len(S)) * wf * (math.sqrt(w2) * float(G.norm()) + float(T.norm()))
                 fro = float(Gn.norm())
                 eig_err = 4 * Gn.shape[-1] * u * fro
-                if top is not None and Gn.shape[-1] >= PRUNE_MIN_N:
+                if top is not None and Gn.shape[-1] >= PRUNE_MIN_N and \
+                        (len(cands) + 1) * Gn.numel() * 8 <= PRUNE_MAX_BYTES:
                     cands.append((_top_estimate(Gn), k, i, Gn, err, eig_err, fro))
                 else:
                     lam = float(top_eigenvalue(Gn)) if Gn.numel() else 0.0
