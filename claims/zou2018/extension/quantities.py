@@ -528,7 +528,7 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 eig_err = 4 * Gn.shape[-1] * u * fro
                 if top is not None and Gn.shape[-1] >= PRUNE_MIN_N and \
                         (len(cands) + 1) * Gn.numel() * 8 <= PRUNE_MAX_BYTES:
-                    cands.append((_top_estimate(Gn), k, i, Gn, err, eig_err, fro))
+                    cands.append((k, i, Gn, err, eig_err, fro))
                 else:
                     lam = float(top_eigenvalue(Gn)) if Gn.numel() else 0.0
                     out[k][r, i] = math.sqrt(max(lam, 0.0) + err + eig_err)
@@ -537,7 +537,9 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 if l2 < L:
                     S = fwd.mask(l2)[r, i].nonzero().squeeze(-1)
                     G = Gn[S][:, S]
-        for _, k, i, Gn, err, eig_err, fro in sorted(cands, key=lambda c: -c[0]):
+        if len(cands) > 1:  # one alone (n = 1, L = 2) needs no order
+            cands.sort(key=lambda c: -_top_estimate(c[2]))
+        for k, i, Gn, err, eig_err, fro in cands:
             assert top is not None
             if _certified_below(Gn, top[r], err + eig_err, fro):
                 out[k][r, i] = -math.inf
