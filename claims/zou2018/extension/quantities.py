@@ -526,7 +526,7 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 err = w2 * err + _gamma(len(S)) * wf * (math.sqrt(w2) * float(G.norm()) + float(T.norm()))
                 fro = float(Gn.norm())
                 eig_err = 4 * Gn.shape[-1] * u * fro
-                if top is not None and Gn.shape[-1] >= PRUNE_MIN_N and \
+                if top is not None and Gn.shape[-1] >= PRUNE_MIN_N and on_host(Gn) and \
                         (len(cands) + 1) * Gn.numel() * 8 <= PRUNE_MAX_BYTES:
                     cands.append((k, i, Gn, err, eig_err, fro))
                 else:
