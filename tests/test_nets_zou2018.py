@@ -146,6 +146,61 @@ def test_norm_increment_mean_and_variance():
     assert abs(ratio.var() - 5 / m) / se_var < 4.89
 
 
+def _whole_layer_sampler(gen, X, dims):
+    """The Gaussian-conditioning sampler as it was written before its chunked CPU path: every layer one torch.randn
+    of (R, n, m_l), then A @ E, relu, norms and the next Gram over the whole layer. (xs, zs, norms)."""
+    from lemmacheck.linalg import psd_sqrt
+
+    xs, zs, norms = [X], [], [X.norm(dim=-1)]
+    h = X
+    for m_l in dims[1:]:
+        G = h @ h.transpose(-1, -2)
+        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
+        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
+        z = A @ E
+        h = torch.relu(z)
+        zs.append(z)
+        xs.append(h)
+        norms.append(h.norm(dim=-1))
+    return xs, zs, norms
+
+
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_chunked_conditional_sampler_is_the_whole_layer_sampler(monkeypatch, chunk):
+    """The CPU path draws each layer in chunks of replicates (torch.randn per chunk of 16k numbers, products and
+    norms into slices): the same draws and values, bit for bit, as one pass over the whole layer, for the three
+    entry points, and the generator left in the same state. Shapes: several chunks with a short last one, a chunk
+    of one replicate, alternate widths, n m_l not a multiple of 16 (whole layers), an expanded input batch; with
+    `chunk` = 64 entries even the small shapes run in many chunks."""
+    if chunk is not None:
+        monkeypatch.setattr(net, "CHUNK_ENTRIES", chunk)
+    cases = [(37, 4, 5, [64, 128, 64]), (5, 16, 8, [2048, 2048]), (6, 3, 4, [10, 12]), (9, 2, 3, [16, 32, 16]),
+             (4, 5, 16, [96, 32]), (7, 4, 6, [4096, 4096])]
+    chunked = 0
+    for k, (R, n, d, hidden) in enumerate(cases):
+        dims = [d] + hidden
+        g = torch.Generator().manual_seed(k)
+        for X in (torch.nn.functional.normalize(torch.randn(R, n, d, generator=g, dtype=torch.float64), dim=-1),
+                  torch.nn.functional.normalize(torch.randn(1, n, d, generator=g, dtype=torch.float64),
+                                                dim=-1).expand(R, n, d)):
+            chunked += sum(net._replicates_per_chunk(X @ X.transpose(-1, -2), m) < R for m in hidden)
+            ref_xs, ref_zs, ref_norms = _whole_layer_sampler(g0 := torch.Generator().manual_seed(50 + k), X, dims)
+            after = torch.rand(4, generator=g0, dtype=torch.float64)
+            for name in ("conditional_layer_norms", "conditional_forward", "conditional_last_layer"):
+                g1 = torch.Generator().manual_seed(50 + k)
+                out = getattr(net, name)(g1, X, dims)
+                if name == "conditional_layer_norms":
+                    pairs = zip(out, ref_norms, strict=True)
+                elif name == "conditional_forward":
+                    pairs = zip([*out[0], *out[1]], [*ref_xs, *ref_zs], strict=True)
+                else:
+                    pairs = [(out, ref_xs[-1])]
+                assert all(torch.equal(a, b) for a, b in pairs), (name, R, n, dims)
+                assert torch.equal(torch.rand(4, generator=g1, dtype=torch.float64), after), (name, R, n, dims)
+    assert chunked == (8 if chunk is None else 24)  # layers that took the chunked path
+    assert net._replicates_per_chunk(torch.zeros(6, 3, 3, dtype=torch.float64), 10) == 6  # 30 numbers a replicate
+
+
 @given(st.integers(0, 2**31 - 1), st.floats(0.01, 100.0))
 def test_positive_homogeneity(seed, c):
     """ReLU nets without biases are positively 1-homogeneous in the input: f(cx) = c f(x), same patterns."""

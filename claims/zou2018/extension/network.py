@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lemmacheck.boundary import on_host
 from lemmacheck.linalg import psd_sqrt
 from lemmacheck.registry import NETWORKS
 
@@ -125,14 +126,63 @@ def conditional_layer_norms(gen: torch.Generator, X: torch.Tensor, dims: list[in
     (one per neuron) are iid N(0, (2/m_l) G) with G the n×n Gram matrix of the previous layer. Drawing them
     costs O(n² m_l) instead of O(n m_{l-1} m_l) — and memory O(n m_l) instead of O(m_{l-1} m_l)."""
     norms = [X.norm(dim=-1)]
-    h = X
-    for m_l in dims[1:]:
-        G = h @ h.transpose(-1, -2)
-        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
-        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
-        h = torch.relu(A @ E)  # (R, n, m_l): column j is neuron j's pre-activations at the n inputs
-        norms.append(h.norm(dim=-1))
+    G = X @ X.transpose(-1, -2)
+    for l, m_l in enumerate(dims[1:], 1):
+        # h (R, n, m_l): column j is neuron j's pre-activations at the n inputs, after the ReLU
+        _, _, nm, G = _conditional_layer(gen, G, m_l, X.dtype, keep_z=False, norms=True, gram=l < len(dims) - 1)
+        norms.append(nm)
     return norms
+
+
+# On the CPU each layer of the Gaussian-conditioning sampler runs in chunks of replicates of about this many entries
+# (replicates x n x m_l, 256 KB), each carried from its Gaussian draws through A E, the ReLU, its norms and the next
+# layer's Gram while it is in cache, where passes over the whole layer went through memory at every step.
+CHUNK_ENTRIES = 2 ** 15
+
+
+def _replicates_per_chunk(G: torch.Tensor, m_l: int) -> int:
+    """Replicates per chunk of a layer drawn after Grams G (R, n, n): all R (one draw of the whole layer) off the
+    host, for batches of other shapes, and where n m_l is not a multiple of 16. torch.randn on the CPU fills each
+    call's tensor 16 numbers at a time from its start (Box-Muller within each block of 16 uniforms, the last block
+    redrawn when the size is not a multiple of 16), so calls for consecutive chunks of 16 k numbers draw exactly
+    what one call for the whole layer draws, and other chunks would not (nor would a GPU's, its Philox offsets
+    being per call)."""
+    R, n = G.shape[0], G.shape[-1]
+    if not on_host(G) or G.dim() != 3 or (n * m_l) % 16:
+        return max(R, 1)
+    return max(1, CHUNK_ENTRIES // (n * m_l))
+
+
+def _conditional_layer(gen: torch.Generator, G: torch.Tensor, m_l: int, dtype: torch.dtype, *, keep_z: bool,
+                       norms: bool, gram: bool) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None,
+                                                         torch.Tensor | None]:
+    """One layer of the sampler from the previous layer's Grams G (..., n, n): (z_l if keep_z, x_l = relu(z_l),
+    ||x_{l,i}|| if norms, x_l's Grams if gram). The same draws and the same values, bit for bit, as one whole-layer
+    pass (torch.randn of (..., n, m_l), A @ E, relu, norm, h @ hᵀ): chunked on the CPU (`_replicates_per_chunk`),
+    each chunk's products and norms written into slices of the whole layer's tensors."""
+    A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
+    shape = (*G.shape[:-1], m_l)
+    c = _replicates_per_chunk(G, m_l)
+    if c >= shape[0]:
+        E = torch.randn(*shape, generator=gen, dtype=dtype)
+        z = A @ E
+        h = torch.relu(z)
+        return (z if keep_z else None, h, h.norm(dim=-1) if norms else None,
+                h @ h.transpose(-1, -2) if gram else None)
+    z = torch.empty(shape, dtype=dtype, device=G.device)
+    h = torch.empty_like(z) if keep_z else z
+    nm = torch.empty(shape[:-1], dtype=dtype, device=G.device) if norms else None
+    Gn = torch.empty(*shape[:-1], shape[-2], dtype=dtype, device=G.device) if gram else None
+    for r0 in range(0, shape[0], c):
+        r1 = min(shape[0], r0 + c)
+        E = torch.randn(r1 - r0, *shape[1:], generator=gen, dtype=dtype)
+        zc = torch.matmul(A[r0:r1], E, out=z[r0:r1])
+        hc = torch.clamp_min(zc, 0, out=h[r0:r1]) if keep_z else zc.relu_()  # relu is clamp_min(0)
+        if nm is not None:
+            torch.linalg.vector_norm(hc, dim=-1, out=nm[r0:r1])
+        if Gn is not None:
+            torch.matmul(hc, hc.transpose(-1, -2), out=Gn[r0:r1])
+    return (z if keep_z else None), h, nm, Gn
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,13 +200,9 @@ def conditional_forward(gen: torch.Generator, X: torch.Tensor,
     patterns - has exactly its law under Gaussian initialisation. Returns (xs, zs) with xs[l] (R, n, m_l)
     and zs[l-1] = z_l (R, n, m_l)."""
     xs, zs = [X], []
-    h = X
-    for m_l in dims[1:]:
-        G = h @ h.transpose(-1, -2)
-        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
-        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
-        z = A @ E
-        h = torch.relu(z)
+    G = X @ X.transpose(-1, -2)
+    for l, m_l in enumerate(dims[1:], 1):
+        z, h, _, G = _conditional_layer(gen, G, m_l, X.dtype, keep_z=True, norms=False, gram=l < len(dims) - 1)
         zs.append(z)
         xs.append(h)
     return xs, zs
@@ -196,12 +242,9 @@ def per_sample_gradient_norms(Ws: list[torch.Tensor], fwd: Forward,
 def conditional_last_layer(gen: torch.Generator, X: torch.Tensor, dims: list[int]) -> torch.Tensor:
     """x_L only, by the same exact construction as `conditional_forward` (same random draws, same order), keeping one
     layer in memory at a time: for estimators that need many fresh initialisations of a deep network."""
-    h = X
-    for m_l in dims[1:]:
-        G = h @ h.transpose(-1, -2)
-        A = psd_sqrt(G) * math.sqrt(2.0 / m_l)
-        E = torch.randn(*G.shape[:-1], m_l, generator=gen, dtype=X.dtype)
-        h = torch.relu(A @ E)
+    h, G = X, X @ X.transpose(-1, -2)
+    for l, m_l in enumerate(dims[1:], 1):
+        _, h, _, G = _conditional_layer(gen, G, m_l, X.dtype, keep_z=False, norms=False, gram=l < len(dims) - 1)
     return h
 
 
