@@ -427,9 +427,11 @@ def _top_estimate(G: torch.Tensor, steps: int = 8) -> float:
 def _certified_below(G: torch.Tensor, best: float, add: float, fro: float) -> bool:
     """True proves that sqrt(max(lam, 0) + add), lam G's top eigenvalue as a backward-stable eigensolver computes
     it (|lam - lambda_max(G)| <= 100 k u ||G||_F, 25x the allowance the norms add for it), is below `best`, by at
-    least 5e-9 relative: Cholesky of s I - G succeeds, s = c less Cholesky's backward error (as
-    `spectral_norm_at_most`), c = best^2 (1 - 1e-8) - add - 100 k u ||G||_F. False decides nothing (the caller
-    computes the value). G: symmetric, its upper triangle read."""
+    least 5e-9 relative: Cholesky of s I - G succeeds, c = best^2 (1 - 1e-8) - add - 100 k u ||G||_F and s = c
+    less the rounding of s I - G's diagonal and Cholesky's backward error, bounded without assuming anything of
+    the factor (|dM| <= gamma_{k+1} |R^T| |R|, whose norm is <= k (1 + u) max_j M_jj <= k (s + ||G||_F)): so
+    lambda_max(G) <= c. False decides nothing (the caller computes the value). G: symmetric, its upper triangle
+    read."""
     if not 0 < best < math.inf:  # nothing computed yet (-inf)
         return False
     k = G.shape[-1]
@@ -442,7 +444,7 @@ def _certified_below(G: torch.Tensor, best: float, add: float, fro: float) -> bo
     _scipy_blas_threads(torch.get_num_threads())
     M = np.negative(to_numpy(G), order="F")  # LAPACK's dpotrf: 2x torch's cholesky_ex at 512 here
     idx = np.arange(k)
-    M[idx, idx] += c - 2 * (k + 1) * u * c
+    M[idx, idx] += c - 4 * (k + 2) ** 2 * u * (c + fro)
     return lapack.dpotrf(M, lower=0, clean=0, overwrite_a=1)[1] == 0
 
 
