@@ -175,7 +175,7 @@ def test_chunked_conditional_sampler_is_the_whole_layer_sampler(monkeypatch, chu
     if chunk is not None:
         monkeypatch.setattr(net, "CHUNK_ENTRIES", chunk)
     cases = [(37, 4, 5, [64, 128, 64]), (5, 16, 8, [2048, 2048]), (6, 3, 4, [10, 12]), (9, 2, 3, [16, 32, 16]),
-             (4, 5, 16, [96, 32]), (7, 4, 6, [4096, 4096])]
+             (4, 5, 16, [96, 32]), (7, 4, 6, [4096, 4096]), (1100, 1, 3, [64, 16, 64])]
     chunked = 0
     for k, (R, n, d, hidden) in enumerate(cases):
         dims = [d] + hidden
@@ -197,7 +197,10 @@ def test_chunked_conditional_sampler_is_the_whole_layer_sampler(monkeypatch, chu
                     pairs = [(out, ref_xs[-1])]
                 assert all(torch.equal(a, b) for a, b in pairs), (name, R, n, dims)
                 assert torch.equal(torch.rand(4, generator=g1, dtype=torch.float64), after), (name, R, n, dims)
-    assert chunked == (8 if chunk is None else 24)  # layers that took the chunked path
+    assert chunked == (12 if chunk is None else 30)  # layers that took the chunked path
+    Z = torch.zeros(40, 1, 3, dtype=torch.float64)  # G = 0, so A = 0 and every layer is 0
+    ref = _whole_layer_sampler(torch.Generator().manual_seed(1), Z, [3, 64, 64])[2]
+    assert all(map(torch.equal, net.conditional_layer_norms(torch.Generator().manual_seed(1), Z, [3, 64, 64]), ref))
     assert net._replicates_per_chunk(torch.zeros(6, 3, 3, dtype=torch.float64), 10) == 6  # 30 numbers a replicate
 
 
