@@ -181,6 +181,7 @@ def test_draws_until_decided_go_where_the_verdict_rests(tmp_path):
     assert inside.in_regime and inside.verdict == "holds" and inside.drawn > 200
     assert full[0].verdict == "holds"
     assert "outside the stated regime left undecided" in failure_text(full[0])
+    assert all(c["planned"] == 200 for c in doc["claims"][0]["configs"] if not c["in_regime"])
     alone = base.replace("configs = [{ q = 0.87, delta = 0.1 }, { q = 1.0, delta = 1e-6 }]",
                          "configs = [{ q = 0.87, delta = 0.1 }]").replace(
         "q = { values = [0.87, 1.0] }", "q = { values = [0.87, 0.88] }")  # the hunt, too, stays outside
