@@ -2,6 +2,7 @@
 the profile's max_replicates; the decision reads the stored prefix at each look, so any worker count gives the
 same draws and verdicts. Undecided configurations state the draws their rate implies would decide them."""
 
+import numpy as np
 import pytest
 
 from lemmacheck.claims import load_claim, load_claims
@@ -190,3 +191,29 @@ def test_draws_until_decided_go_where_the_verdict_rests(tmp_path):
     only = next(c for c in full2[0].configs if c.params == {"q": 0.87, "delta": 0.1} and not c.pinned)
     assert not only.in_regime and only.verdict == "violated" and only.drawn > 200
     assert full2[0].verdict == "violated" and "out-of-regime" in full2[0].flags
+
+
+NAN_EXTENSION = EXTENSION.replace(
+    "    return Observation(torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64))",
+    "    u = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64)\n"
+    "    bad = torch.rand(ctx.replicates, generator=ctx.generator, dtype=torch.float64) < 1 / 200\n"
+    "    return Observation(torch.where(bad, torch.nan, u))")
+
+
+def test_a_nan_draw_stops_the_draws_past_the_replicates(tmp_path):
+    """A NaN draw (an estimator's error, about one in 200 draws here) keeps a configuration undecided whatever
+    follows (config_result: errors read inconclusive), so past its replicates it stops at the first look whose
+    prefix holds one, instead of spending its 20,000-draw budget (fails without the stop: the rate-0.13
+    configuration never decides and draws all 20,000)."""
+    d = tmp_path / "claims" / "seq"
+    d.mkdir(parents=True)
+    (d / "extension.py").write_text(NAN_EXTENSION.replace("test-seq-uniform", "test-seq-uniform-nan"))
+    (d / "uniform.toml").write_text(CLAIM.replace("test-seq-uniform", "test-seq-uniform-nan"))
+    full, _ = _run(d, tmp_path / "f.db", "full")
+    near = next(c for c in full[0].configs if c.params["q"] == 0.87 and c.pinned is None)
+    assert near.verdict == "inconclusive" and near.errors and near.sequential
+    claims, _ = load_claims([d])
+    shards = sorted(Store(tmp_path / "f.db").shards(1, claims[0].id, near.index), key=lambda r: r.shard_index)
+    first_nan = next(s.shard_index for s in shards if not np.isfinite(s.value).all())
+    looks = [100 * n for n in ConfigPlan({}, 0, 200, 100, True, budget=20000).looks()]
+    assert near.drawn == min(n for n in looks if n >= max(200, 100 * (first_nan + 1))) < 20000

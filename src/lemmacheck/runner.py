@@ -259,10 +259,10 @@ def _next_sequential(store: Store, run_id: int, claim: Claim, j: int, p: ConfigP
         if cr.verdict in ("holds", "violated") or done >= p.n_shards:
             return []
         if done * p.shard_size >= p.replicates and (
-                cr.at_bound or not reachable(cr.violations, cr.replicates, cr.delta, p.cap)):
-            # past its replicates: the rate is known to sit at delta (verdicts.RATE_RESOLUTION), or, with no
-            # violation, "holds" is out of the budget's reach (delta too small for it): more draws would be
-            # spent in vain; the verdict states why
+                cr.errors or cr.at_bound or not reachable(cr.violations, cr.replicates, cr.delta, p.cap)):
+            # past its replicates: a NaN draw keeps the verdict undecided whatever follows (config_result), the
+            # rate is known to sit at delta (verdicts.RATE_RESOLUTION), or, with no violation, "holds" is out of
+            # the budget's reach (delta too small for it): more draws would be spent in vain; the verdict says why
             return []
     upto = next(n for n in looks if n > at)
     return [_task(claim, j, p, k, shards[0].device if shards else None) for k in range(at, upto) if k not in have]
