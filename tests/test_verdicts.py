@@ -561,3 +561,19 @@ def test_bounds_may_name_the_normal_quantile_and_distribution_function():
     for x in (-3.0, 0.0, 1.96):
         assert parse("normal_cdf(x)", {"x"}).evaluate({"x": x}) == pytest.approx(st.norm.cdf(x), rel=1e-12)
     assert parse("erfinv(erf(x))", {"x"}).evaluate({"x": 0.3}) == pytest.approx(0.3)
+
+
+def test_an_inconclusive_fit_always_says_what_would_decide_it():
+    """A swept parameter whose slope interval, over the sweep and at its top, straddles the tolerance reads
+    inconclusive; the reason names both intervals and what would decide (it was empty before)."""
+    import math
+    from types import SimpleNamespace
+
+    from lemmacheck.verdicts import _persistence
+
+    fit = SimpleNamespace(slopes=[0.1], ci_low=[-0.2], ci_high=[0.4])
+    top = {"m": {"slope": 0.1, "ci": [-0.3, 0.5], "configs": [0, 1], "from": math.log(256), "to": math.log(1024)}}
+    verdict, why, extend = _persistence(["m"], fit, top, {}, True, 0.1, np.log([[256.0], [1024.0]]),
+                                        np.array([1.0]), [1.0, 1.2])
+    assert verdict == "inconclusive" and not extend
+    assert "neither excludes the tolerance 0.1" in why and "more levels of m" in why

@@ -588,6 +588,10 @@ def _persistence(names: list[str], fit: Any, top: dict[str, dict[str, Any]], log
                 extend[k] = top_x / 2.0 if sign[j] < 0 else top_x * 2.0
                 reasons.append(f"{rise}, but the slope falls along it: {local}; {why} (a sweep beyond "
                                f"{k} = {top_x:.4g} would decide)")
+        elif w[2] > tol:  # neither the whole sweep nor its top excludes the tolerance, nor lies within it
+            reasons.append(f"Ĉ's slope in {k}, {w[0]:.3g} [{w[1]:.3g}, {w[2]:.3g}] over the sweep and {local}, "
+                           f"neither excludes the tolerance {tol:g} nor lies within it: narrower intervals (more "
+                           f"draws a configuration) or more levels of {k} would decide")
     verdict = "violated" if any(grows) else "holds" if all(flat) else "inconclusive"
     if verdict == "violated":
         reasons = [r for r in reasons if r.startswith("implied constant")] or reasons
