@@ -287,3 +287,31 @@ def test_product_perturbation_draws_a_chain_shape_per_replicate():
     assert bool(((a > 0) & (a <= 1 + 1e-12)).all())
     one = q("du2018-product-perturbation-ratio", ctx({"k": 1}, R=50, seed=2)).value
     torch.testing.assert_close(one, torch.ones_like(one), rtol=1e-12, atol=0)
+
+
+def test_tensor_power_ratio_below_float64_rounding_is_resolved_in_60_digits(monkeypatch):
+    """A nearly parallel pair puts lambda_min / lambda_max of [<v_i, v_j>^n] below eigvalsh's rounding (it read
+    -9.9e-17 on one draw in 20,000 at n = 4, d = 2, a false violation of "> 0"): such draws are recomputed in
+    60-digit arithmetic, which agrees with 120 digits; and every replicate sent that way (threshold raised) keeps
+    the float64 values where those are accurate (the wiring writes each back to its own replicate)."""
+    import sys
+
+    import mpmath
+
+    fn = QUANTITIES.get("du2018-tensor-power-conditioning").obj
+    mod = sys.modules[fn.__module__]
+    a = 1e-8
+    V = torch.tensor([[1.0, 0.0], [math.cos(a), math.sin(a)], [0.3, 0.95], [-0.6, 0.8]], dtype=F64)
+    V = V / V.norm(dim=-1, keepdim=True)
+    ev = torch.linalg.eigvalsh((V @ V.T) ** 4)
+    assert abs(float(ev[0] / ev[-1])) <= mod.TENSOR_POWER_EXACT_BELOW  # float64 cannot resolve it
+    exact = mod._tensor_power_ratio_exact(V.tolist(), 4)
+    with mpmath.workdps(120):
+        v = [[mpmath.mpf(x) for x in row] for row in V.tolist()]
+        e = mpmath.eigsy(mpmath.matrix([[mpmath.fdot(p, r) ** 4 for r in v] for p in v]), eigvals_only=True)
+        ref = float(min(e) / max(e))
+    assert exact > 0 and math.isclose(exact, ref, rel_tol=1e-9)
+    plain = fn(ctx({"n": 4, "d": 2}, R=50, seed=3)).value
+    monkeypatch.setattr(mod, "TENSOR_POWER_EXACT_BELOW", 1.0)
+    every = fn(ctx({"n": 4, "d": 2}, R=50, seed=3)).value
+    assert torch.allclose(every, plain, rtol=1e-6, atol=0)

@@ -788,9 +788,32 @@ def tensor_power_conditioning(ctx: Context) -> Observation:
     V = V / V.norm(dim=-1, keepdim=True)
     G = (V @ V.transpose(-1, -2)) ** n
     ev = torch.linalg.eigvalsh(G)
-    offd = (V @ V.transpose(-1, -2)).abs() - torch.eye(n, dtype=torch.float64)
-    return Observation(ev[..., 0] / ev[..., -1], extras={"max_abs_cos": offd.amax(dim=(-1, -2))},
-                       method="Gram of tensor powers, eigvalsh (float64)")
+    ratio = ev[..., 0] / ev[..., -1]
+    # float64 eigvalsh cannot tell a ratio within its rounding (~n eps) from 0 or a negative: the rare draws with a
+    # nearly parallel pair land there (1 in 20,000 at n = 4, d = 2), so those are recomputed from the same vectors
+    # in 60-digit arithmetic, which resolves ratios down to ~1e-55
+    low = (ratio.abs() <= TENSOR_POWER_EXACT_BELOW).nonzero().flatten().tolist()
+    if low:
+        ratio = ratio.clone()
+        for r in low:
+            ratio[r] = _tensor_power_ratio_exact(V[r].cpu().tolist(), n)
+    offd = (V @ V.transpose(-1, -2)).abs() - torch.eye(n, dtype=torch.float64, device=V.device)
+    return Observation(ratio, extras={"max_abs_cos": offd.amax(dim=(-1, -2))},
+                       method="Gram of tensor powers, eigvalsh (float64; 60 digits where the ratio is below 1e-10)")
+
+
+TENSOR_POWER_EXACT_BELOW = 1e-10
+
+
+def _tensor_power_ratio_exact(vectors: list[list[float]], n: int) -> float:
+    """lambda_min / lambda_max of [<v_i, v_j>^n] for the given (float64) vectors, in 60-digit arithmetic."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        v = [[mpmath.mpf(x) for x in row] for row in vectors]
+        M = mpmath.matrix([[mpmath.fdot(a, b) ** n for b in v] for a in v])
+        ev = mpmath.eigsy(M, eigvals_only=True)
+        return float(min(ev) / max(ev))
 
 
 @QUANTITIES.register("du2018-activation-constants", (
