@@ -219,6 +219,18 @@ def test_training_step_is_gradient_descent_on_f():
     assert float(obs("rnn-training", dict(P, c=0.0, T=3), R=2).extras["sqrt_m_displacement"].max()) == 0.0
 
 
+def test_a_diverging_training_run_reads_infinite_not_nan():
+    """A step far too large overflows GD within a few steps (W past float range, NaN in the forward pass): such a
+    replicate's f(W^(T)) / f(W^(0)) and displacement read +inf (a violation of any "<= eps"), where they read NaN
+    (an estimator error, which kept the configuration undecided whatever followed); the others are untouched."""
+    small = obs("rnn-training", dict(P, c=0.7, T=3), {"method": "gd"}, R=3, seed=4)
+    big = obs("rnn-training", dict(P, c=1e12, T=40), {"method": "gd"}, R=3, seed=4)
+    assert torch.isfinite(small.value).all()
+    move = big.extras["sqrt_m_displacement"]
+    assert not torch.isnan(big.value).any() and not torch.isnan(move).any()
+    assert (big.value == math.inf).sum() == 2 and (move == math.inf).sum() == 2
+
+
 def test_semismooth_remainder_is_second_order():
     g = torch.Generator().manual_seed(5)
     X = net.rnn_sequences(g, 2, n=2, L=3, dx=4, separation=0.2)

@@ -950,6 +950,10 @@ def training(ctx: Context) -> Observation:
     fT = net.forward(W, A, B, X)
     ratio = net.objective(fT, Y) / obj0
     move = (W - W0).flatten(1).norm(dim=-1) * math.sqrt(m)
+    # a trajectory that overflowed (GD diverging past float range; inf - inf gives NaN in the forward pass) has
+    # f(W^(T)) and its displacement beyond any bound, not unknown: +inf, which "f <= eps" reads as a violation
+    diverged = ~torch.isfinite(ratio) | ~torch.isfinite(move)
+    ratio, move = (torch.where(diverged, torch.full_like(v, math.inf), v) for v in (ratio, move))
     flips = ((fT.g >= 0) != (f0.g >= 0))[:, :, 1:].to(W.dtype).mean(-1).flatten(1).amax(-1)
     return Observation(ratio, extras={"sqrt_m_displacement": move, "flip_fraction": flips},
                        method=f"{method}, eta = {ctx.p('c')}/m, {T} steps")
