@@ -266,14 +266,14 @@ def failure_text(res: ClaimResult) -> str:
             lines.append(f"    not reached within {worst.budget} steps: {worst.not_reached}/{worst.replicates} draws")
     if c.mode == "probabilistic":
         # the configurations that kept the verdict from deciding, and what would decide them
-        undecided = [x for x in deciding(res.configs) if x.verdict == "inconclusive" and not x.errors
-                     and not x.vacuous]
+        rests = deciding(res.configs)
+        undecided = [x for x in rests if x.verdict == "inconclusive" and not x.errors and not x.vacuous]
         for x in undecided[:3]:
             lines.append(f"  undecided {x.params}: violations {x.violations}/{x.replicates} vs delta {x.delta:.3g}; "
                          + draws_needed_text(x))
         if len(undecided) > 3:
             lines.append(f"  ... and {len(undecided) - 3} more undecided configurations")
-        aside = [x for x in res.configs if x.verdict == "inconclusive" and x not in deciding(res.configs)]
+        aside = [x for x in res.configs if x.verdict == "inconclusive" and x not in rests]
         if aside:
             lines.append(f"  {len(aside)} configuration(s) outside the stated regime left undecided at their planned "
                          "draws (draws until decided go where the verdict rests)")

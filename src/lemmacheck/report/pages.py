@@ -702,6 +702,7 @@ def _configs_table(view: ClaimView) -> str:
     varying = [k for k in names if len({c.params.get(k) for c in res.configs}) > 1] or names[:4]
     head = "".join(f'<th class="num" data-type="num">{esc(k)}</th>' for k in varying)
     rows = []
+    rests = deciding(res.configs)  # the configurations the verdict rests on (their draws column says why not)
     for c in res.configs:
         cells = "".join(f'<td class="num" data-v="{_num_attr(float(c.params[k]))}">{esc(S.fmt(float(c.params[k]), 6))}'
                         "</td>" if k in c.params else "<td></td>" for k in varying)
@@ -715,7 +716,7 @@ def _configs_table(view: ClaimView) -> str:
             f'<td class="num" data-v="{_num_attr(c.slack_min)}">{esc(S.fmt(c.slack_min))}</td>'
             f'<td class="num" data-v="{_num_attr(c.slack_median)}">{esc(S.fmt(c.slack_median))}</td>'
             f'<td class="num" data-v="{c.violations}">{c.violations}/{c.replicates}</td>'
-            f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c, c in deciding(res.configs)))}">{c.drawn:,}'
+            f'<td class="num" data-v="{c.drawn}" title="{esc(_draws(c, c in rests))}">{c.drawn:,}'
             f'{"*" if c.sequential and c.drawn < c.planned else ""}</td>'
             f'<td class="num" data-v="{_num_attr(c.violation_ci[1])}">{_interval(c, view.claim)}</td>'
             f'<td class="num" data-v="{_num_attr(c.delta)}">{esc(S.fmt(c.delta))}</td>'
