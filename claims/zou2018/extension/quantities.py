@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -448,6 +449,16 @@ def _certified_below(G: torch.Tensor, best: float, add: float, fro: float) -> bo
     return lapack.dpotrf(M, lower=0, clean=0, overwrite_a=1)[1] == 0
 
 
+def _met_in_order(cands: list[tuple[Any, torch.Tensor, float, float]], top: list[float], r: int):
+    """Replicate r's candidates (tag, G, allowance, ||G||_F or a bound on it) in the order of their estimates (one
+    alone needs none), each yielded as (tag, whether `_certified_below` shows it below top[r]): top[r] is read as
+    the caller left it, the largest value computed so far, which the caller raises as it solves the others."""
+    if len(cands) > 1:
+        cands = sorted(cands, key=lambda c: -_top_estimate(c[1]))
+    for tag, G, add, fro in cands:
+        yield tag, _certified_below(G, top[r], add, fro)
+
+
 def _product_grams(P: torch.Tensor) -> list[list[torch.Tensor]] | None:
     """Per (replicate, input) of P (R, n, a, b) the Gram that `spectral_norm` takes its top eigenvalue of (syrk's
     upper triangle, Fortran-ordered: what every reader here reads), where it takes that LAPACK path; None
@@ -473,15 +484,15 @@ def _pruned_product_norms(pending: list, top: list[float]) -> list[torch.Tensor]
     lam = [torch.zeros(R, n, dtype=torch.float64) for _ in pending]
     skip = [torch.zeros(R, n, dtype=torch.bool) for _ in pending]
     for r in range(R):
-        cands = sorted(((_top_estimate(g[r][i]), k, i) for k, (g, _) in enumerate(pending) for i in range(n)),
-                       key=lambda t: -t[0])
-        for _, k, i in cands:
-            G, add = pending[k][0][r][i], float(pending[k][1][r, i])
-            if _certified_below(G, top[r], add, math.sqrt(2) * float(G.norm())):  # ||G||_F <= sqrt2 ||triu(G)||_F
+        # ||G||_F <= sqrt2 ||triu(G)||_F: syrk wrote the upper triangle only
+        cands = [((k, i), g[r][i], float(gb[r, i]), math.sqrt(2) * float(g[r][i].norm()))
+                 for k, (g, gb) in enumerate(pending) for i in range(n)]
+        for (k, i), below in _met_in_order(cands, top, r):
+            if below:
                 skip[k][r, i] = True
                 continue
             # the upper triangle syrk wrote: _top_gram_eigenvalue's call on the same matrix
-            lam[k][r, i] = _syevx_one(to_numpy(G), vectors=False, overwrite=True)[0]
+            lam[k][r, i] = _syevx_one(to_numpy(pending[k][0][r][i]), vectors=False, overwrite=True)[0]
             top[r] = max(top[r], float((lam[k][r, i].clamp_min(0) + pending[k][1][r, i]).sqrt()))
     out = []
     for (_, gb), lk, sk in zip(pending, lam, skip):
@@ -530,7 +541,7 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 eig_err = 4 * Gn.shape[-1] * u * fro
                 if top is not None and Gn.shape[-1] >= PRUNE_MIN_N and on_host(Gn) and \
                         (len(cands) + 1) * Gn.numel() * 8 <= PRUNE_MAX_BYTES:
-                    cands.append((k, i, Gn, err, eig_err, fro))
+                    cands.append(((k, i, Gn, err, eig_err), Gn, err + eig_err, fro))
                 else:
                     lam = float(top_eigenvalue(Gn)) if Gn.numel() else 0.0
                     out[k][r, i] = math.sqrt(max(lam, 0.0) + err + eig_err)
@@ -539,11 +550,8 @@ def _masked_gram_norms(Ws: list[torch.Tensor], fwd: net.Forward, l1: int,
                 if l2 < L:
                     S = fwd.mask(l2)[r, i].nonzero().squeeze(-1)
                     G = Gn[S][:, S]
-        if len(cands) > 1:  # one alone (n = 1, L = 2) needs no order
-            cands.sort(key=lambda c: -_top_estimate(c[2]))
-        for k, i, Gn, err, eig_err, fro in cands:
-            assert top is not None
-            if _certified_below(Gn, top[r], err + eig_err, fro):
+        for (k, i, Gn, err, eig_err), below in (_met_in_order(cands, top, r) if top is not None else ()):
+            if below:
                 out[k][r, i] = -math.inf
                 continue
             lam = float(top_eigenvalue(Gn))
