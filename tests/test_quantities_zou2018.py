@@ -348,7 +348,7 @@ def test_sparse_backward_sup_input_gradients_are_the_backward_products(L):
     Ws, X = zq._init(c)
     fwd = net.forward(Ws, X)
     ref = net.input_gradients(Ws, net.backward_vectors(Ws, fwd))
-    got = zq._input_gradients(Ws, fwd)
+    got = net.input_gradients_of(Ws, fwd)
     assert len(got) == L and all(torch.equal(a, b) for a, b in zip(got, ref))
     top = torch.stack([u.abs().sort(-1, descending=True).values[..., :5].norm(dim=-1).amax(-1) for u in ref], -1)
     assert torch.equal(out, top.amax(-1))
