@@ -9,6 +9,7 @@ Labels y* (where a quantity needs them, args.labels) are iid N(0, 1) by default 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -361,15 +362,12 @@ def pattern_changes(ctx: Context) -> Observation:
                 hn = h1.norm(dim=-1).clamp_min(1e-300)
                 u = greedy_flip_vector(f0.g[:, i, 2], hn, tau)  # g'_{i,2} = tau u ||h_{i,1}|| exactly
                 u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-300)  # ||W'|| = tau exactly, same layer-2 flips
-                # W' = tau u h^T is zero outside the rows where u is not (W~ + 0 = W~ exactly): only those rows, padded
-                # to the batch's largest count with rows of u = 0, are perturbed, in place, the same sums as
-                # W + tau u h^T, and put back after the count
-                nz = int((u != 0).sum(-1).amax())
-                rows = (torch.arange(W.shape[0]).unsqueeze(-1), u.abs().topk(nz, dim=-1).indices)
-                kept = W[rows]
-                W[rows] = kept + (tau * u[rows]).unsqueeze(-1) * (h1 / hn.unsqueeze(-1)).unsqueeze(-2)
-                val, va = counts(W)
-                W[rows] = kept
+                # W' = tau u h^T is zero outside the rows where u is not: only those rows, padded to the batch's
+                # largest count with rows of u = 0, are perturbed (_rows_added)
+                idx = u.abs().topk(int((u != 0).sum(-1).amax()), dim=-1).indices
+                with _rows_added(W, idx, (tau * u.gather(-1, idx)).unsqueeze(-1)
+                                 * (h1 / hn.unsqueeze(-1)).unsqueeze(-2)):
+                    val, va = counts(W)
                 found = torch.where(val > best, torch.full_like(found, 3), found)
                 best, worst_all = torch.maximum(best, val), torch.maximum(worst_all, va)
     return Observation(best, extras={"found_by": found, "worst_over_i": worst_all}, method=f"search={ctx.search}"
@@ -1138,6 +1136,20 @@ def _states(fwd: net.Forward, l: int) -> torch.Tensor:
     return fwd.h[:, :, 1:l + 1].transpose(1, 2).reshape(R, l * n, m).transpose(-1, -2)
 
 
+@contextlib.contextmanager
+def _rows_added(W: torch.Tensor, idx: torch.Tensor, add: torch.Tensor):
+    """W (R, m, m) with `add` (R, k, m) added in place to its rows idx (R, k, distinct) for the block, those rows put
+    back exactly after it: W + M for an M zero outside those rows (W + 0 = W exactly), the same sums, without
+    forming M or W + M (R m x m buffers and passes over them)."""
+    rows = (torch.arange(W.shape[0]).unsqueeze(-1), idx)
+    kept = W[rows]
+    W[rows] = kept + add
+    try:
+        yield W
+    finally:
+        W[rows] = kept
+
+
 def _rank_one_backward_coord(a: torch.Tensor, B: torch.Tensor, W: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
                              Dt: torch.Tensor, D: torch.Tensor, which: str) -> torch.Tensor:
     """max over segments L >= l2 >= l1 >= 1 and sequences of the largest |entry| of Lemma C.11's difference, (R,):
@@ -1201,19 +1213,14 @@ def rank_one_perturbation(ctx: Context) -> Observation:
         which = ctx.arg("which", "forward")
         if which not in ("forward", "back-a", "back-b"):
             raise EstimatorError(f"args.which = {which!r}: one of forward, back-a, back-b")
-        # W~ + W' differs from W~ only in the N rows where y is nonzero (elsewhere W~ + 0 z^T = W~ exactly): those
-        # rows are perturbed in place, W[k] + y_k z, the same sums as forming W' = y z^T and W~ + W' (two R m x m
-        # buffers and three passes over them), and put back after the perturbed forward pass where W~ is read again
-        rows = (torch.arange(R).unsqueeze(-1), idx)
-        kept = W[rows]
-        W[rows] = kept + (sgn * tau).unsqueeze(-1) * z.unsqueeze(-2)
-        f1 = net.forward(W, A, B, X)  # at W~ + W'
-        if which == "forward":
-            hp = f1.h - f0.h  # h'_{i,l}, l = 0..L
-            # one product per replicate over all (i, l) rows: a broadcast over i would copy W~ + W' n times
-            val = (hp.flatten(1, 2) @ W.transpose(-1, -2)).abs().flatten(1).amax(-1)
-        else:
-            W[rows] = kept  # W~ again
+        # W~ + W' differs from W~ only in the N rows where y is nonzero: those rows, W[k] + y_k z (_rows_added)
+        with _rows_added(W, idx, (sgn * tau).unsqueeze(-1) * z.unsqueeze(-2)):
+            f1 = net.forward(W, A, B, X)  # at W~ + W'
+            if which == "forward":
+                hp = f1.h - f0.h  # h'_{i,l}, l = 0..L
+                # one product per replicate over all (i, l) rows: a broadcast over i would copy W~ + W' n times
+                val = (hp.flatten(1, 2) @ W.transpose(-1, -2)).abs().flatten(1).amax(-1)
+        if which != "forward":  # at W~ again
             a = ctx.randn(R, B.shape[-2])
             a = a / a.norm(dim=-1, keepdim=True)
             val = _rank_one_backward_coord(a, B, W, y, z, f0.mask(), f1.mask(), which[-1])
